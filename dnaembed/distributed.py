@@ -1,0 +1,83 @@
+"""How training is executed: one process, or one of N ranks under torchrun (DDP).
+
+This module holds the execution strategy only; :mod:`dnaembed.train` holds the
+algorithm and calls it the same way whether there is one process or many.
+torchrun sets RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT; we
+read them, pick the backend (NCCL on CUDA, gloo on CPU) and wrap the model in
+DistributedDataParallel with the chosen communication hook (:mod:`dnaembed.comm`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from dnaembed.errors import DnaembedError
+
+
+@dataclass
+class DistContext:
+    """Where this process sits: rank, world size, device and backend (None when single)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+    backend: str | None = None
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def launched_by_torchrun() -> bool:
+    """True when the environment of a torchrun (or compatible) launcher is present."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def setup(device: torch.device) -> DistContext:
+    """Join the process group when launched by torchrun; otherwise a single-process context.
+
+    ``device`` is the resolved --device; under torchrun with CUDA each rank takes
+    the GPU of its LOCAL_RANK.
+    """
+    if not launched_by_torchrun() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return DistContext(device=device)
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device.type == "cuda":
+        if local_rank >= torch.cuda.device_count():
+            raise DnaembedError(
+                f"rank {rank}: LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} GPUs"
+            )
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        backend = "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend=backend)
+    return DistContext(rank, world, local_rank, device, backend)
+
+
+def teardown(ctx: DistContext) -> None:
+    """Leave the process group (if we joined one)."""
+    if ctx.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def broadcast_object(ctx: DistContext, obj):
+    """Rank 0's ``obj`` on every rank (identity when single-process)."""
+    if not ctx.distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]

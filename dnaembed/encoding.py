@@ -1,0 +1,115 @@
+"""The nucleotide alphabet and the conversions between strings and integer codes.
+
+Sequences travel through the vectorised parts of the toolkit (the channel, the
+pair sampler, the encoder's input) as one flat ``uint8`` array of codes plus an
+array of lengths, never as one Python object per base.
+
+Codes: A=0, C=1, G=2, T=3, N=4. The model's input adds a padding symbol (5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+BASES = "ACGT"
+ALPHABET = "ACGTN"
+N_CODE = 4
+PAD_CODE = 5
+
+# ASCII -> code; anything that is not ACGTN (either case) maps to 255 and is rejected at the door.
+_ENCODE_TABLE = np.full(256, 255, dtype=np.uint8)
+for _i, _b in enumerate(ALPHABET):
+    _ENCODE_TABLE[ord(_b)] = _i
+    _ENCODE_TABLE[ord(_b.lower())] = _i
+_DECODE_TABLE = np.frombuffer(ALPHABET.encode() + b"N" * 251, dtype=np.uint8)
+_COMPLEMENT_CODE = np.array([3, 2, 1, 0, 4, 5], dtype=np.uint8)
+_COMPLEMENT_STR = str.maketrans("ACGTNacgtn", "TGCANtgcan")
+
+
+def encode_flat(seqs: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Encode sequences into one flat code array and their lengths.
+
+    Sequences must already be validated (ACGTN, any case).
+    """
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    raw = np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8)
+    return _ENCODE_TABLE[raw], lengths
+
+
+def decode_flat(codes: np.ndarray, lengths: np.ndarray) -> list[str]:
+    """Inverse of :func:`encode_flat`."""
+    text = _DECODE_TABLE[codes].tobytes().decode("ascii")
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    return [text[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+
+
+def offsets(lengths: np.ndarray) -> np.ndarray:
+    """Start offset of each sequence in a flat array."""
+    starts = np.zeros(len(lengths), dtype=np.int64)
+    if len(lengths) > 1:
+        np.cumsum(lengths[:-1], out=starts[1:])
+    return starts
+
+
+def segment_ids(lengths: np.ndarray) -> np.ndarray:
+    """For each element of a flat array, the index of the sequence it belongs to."""
+    return np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+
+
+def reverse_complement(seq: str) -> str:
+    """Reverse complement of one sequence string (N stays N)."""
+    return seq.translate(_COMPLEMENT_STR)[::-1]
+
+
+def reverse_segments(
+    values: np.ndarray, lengths: np.ndarray, which: np.ndarray | None = None
+) -> np.ndarray:
+    """Reverse each segment of a flat array (all, or those where ``which`` is True)."""
+    seg = segment_ids(lengths)
+    starts = offsets(lengths)
+    pos = np.arange(len(values), dtype=np.int64)
+    mirrored = starts[seg] + (lengths[seg] - 1) - (pos - starts[seg])
+    if which is not None:
+        mirrored = np.where(which[seg], mirrored, pos)
+    return values[mirrored]
+
+
+def reverse_complement_flat(
+    codes: np.ndarray, lengths: np.ndarray, which: np.ndarray | None = None
+) -> np.ndarray:
+    """Reverse-complement the sequences of a flat array (all, or those where ``which`` is True)."""
+    out = reverse_segments(codes, lengths, which)
+    if which is None:
+        return _COMPLEMENT_CODE[out]
+    flip = which[segment_ids(lengths)]
+    out[flip] = _COMPLEMENT_CODE[out[flip]]
+    return out
+
+
+def to_padded(
+    codes: np.ndarray, lengths: np.ndarray, window: int, pad: int = PAD_CODE
+) -> np.ndarray:
+    """Pack a flat array into a ``(n, window)`` matrix, padding with ``pad``.
+
+    Sequences longer than ``window`` keep their first ``window`` bases (the
+    caller decides and logs the policy; see :mod:`dnaembed.embed`).
+    """
+    n = len(lengths)
+    out = np.full((n, window), pad, dtype=np.uint8)
+    if n == 0:
+        return out
+    clipped = np.minimum(lengths, window)
+    seg = segment_ids(clipped)
+    starts = offsets(lengths)
+    clipped_starts = offsets(clipped)
+    col = np.arange(int(clipped.sum()), dtype=np.int64) - clipped_starts[seg]
+    out[seg, col] = codes[starts[seg] + col]
+    return out
+
+
+def random_codes(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` uniform random bases (codes 0..3)."""
+    return rng.integers(0, 4, size=n, dtype=np.uint8)

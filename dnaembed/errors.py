@@ -1,0 +1,9 @@
+"""Errors that are the user's to fix; the CLI reports them as one line and exits 1."""
+
+
+class DnaembedError(Exception):
+    """An error caused by input, options or environment, reported without a traceback."""
+
+
+class InputError(DnaembedError):
+    """A problem with an input file: the message names the file, the record and the problem."""

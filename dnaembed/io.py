@@ -1,0 +1,312 @@
+"""Reading sequences and writing results.
+
+Input: FASTA or FASTQ through dnaio, plain or gzip (detected from the content),
+``-`` for standard input. Every record is validated at the door:
+
+* bases must be A, C, G, T or N in either case; they are upper-cased;
+* other characters are an error naming the file, the record number and the read id;
+* empty records are kept (they become singleton clusters) unless the caller
+  forbids them (reference strands must not be empty);
+* a read id is the record name up to the first whitespace; ids must be unique
+  (cluster tables are keyed by id), a repeated id is an error;
+* an empty file is a valid input with no reads; each command says what it does
+  with zero reads.
+
+Output: every file is written to a temporary file in the destination's
+directory and renamed into place when complete, so a failed command never
+leaves a partial file. ``-`` means standard output where the format allows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import dnaio
+import numpy as np
+
+from dnaembed import __version__
+from dnaembed.errors import DnaembedError, InputError
+
+_INVALID_BASE = re.compile(r"[^ACGTN]")
+
+
+@dataclass
+class ReadSet:
+    """Reads as parallel lists: ids, upper-case sequences, and Phred strings (FASTQ only)."""
+
+    ids: list[str]
+    seqs: list[str]
+    quals: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def subset(self, index: Sequence[int]) -> ReadSet:
+        """The reads at ``index``, in that order."""
+        quals = [self.quals[i] for i in index] if self.quals is not None else None
+        return ReadSet([self.ids[i] for i in index], [self.seqs[i] for i in index], quals)
+
+
+def describe_path(path: str | os.PathLike) -> str:
+    """How a path is named in messages ('-' is standard input)."""
+    return "<stdin>" if str(path) == "-" else str(path)
+
+
+@contextlib.contextmanager
+def _open_records(path: str | os.PathLike) -> Iterator[dnaio.SingleEndReader]:
+    name = describe_path(path)
+    if str(path) != "-":
+        p = Path(path)
+        if not p.exists():
+            raise InputError(f"{name}: no such file")
+        if p.is_dir():
+            raise InputError(f"{name}: is a directory, expected a FASTA or FASTQ file")
+        if not os.access(p, os.R_OK):
+            raise InputError(f"{name}: permission denied")
+    source: str | IO[bytes] = sys.stdin.buffer if str(path) == "-" else str(path)
+    try:
+        reader = dnaio.open(source)
+    except dnaio.UnknownFileFormat:
+        raise InputError(f"{name}: not a FASTA or FASTQ file") from None
+    except dnaio.FileFormatError as e:
+        # dnaio parses the first record when opening.
+        raise InputError(f"{name}: record 1: {_format_error(e)}") from None
+    except (OSError, EOFError) as e:
+        raise InputError(f"{name}: cannot read: {e}") from None
+    with reader:
+        yield reader
+
+
+def _format_error(e: Exception) -> str:
+    return str(e).replace("\n", " ")
+
+
+def iter_reads(
+    path: str | os.PathLike, *, allow_empty: bool = True
+) -> Iterator[tuple[str, str, str | None]]:
+    """Yield ``(read_id, sequence, qualities)`` for each validated record of a file.
+
+    Raises :class:`InputError` naming the file, record number (1-based) and read id.
+    """
+    name = describe_path(path)
+    number = 0
+    with _open_records(path) as reader:
+        records = iter(reader)
+        while True:
+            try:
+                record = next(records)
+            except StopIteration:
+                break
+            except dnaio.FileFormatError as e:
+                raise InputError(f"{name}: record {number + 1}: {_format_error(e)}") from None
+            except (OSError, EOFError, UnicodeDecodeError) as e:
+                raise InputError(f"{name}: record {number + 1}: cannot read: {e}") from None
+            number += 1
+            read_id = record.name.split(maxsplit=1)[0] if record.name.strip() else ""
+            if not read_id:
+                raise InputError(f"{name}: record {number}: empty read id")
+            seq = record.sequence.upper()
+            bad = _INVALID_BASE.search(seq)
+            if bad is not None:
+                raise InputError(
+                    f"{name}: record {number} ({read_id}): invalid character "
+                    f"{bad.group()!r} at position {bad.start() + 1} (expected A, C, G, T or N)"
+                )
+            if not seq and not allow_empty:
+                raise InputError(f"{name}: record {number} ({read_id}): empty sequence")
+            yield read_id, seq, record.qualities
+
+
+def read_sequences(path: str | os.PathLike, *, allow_empty: bool = True) -> ReadSet:
+    """Read and validate all records of a FASTA/FASTQ file (see the module rules)."""
+    name = describe_path(path)
+    ids: list[str] = []
+    seqs: list[str] = []
+    quals: list[str] = []
+    has_quals = True
+    first_seen: dict[str, int] = {}
+    for read_id, seq, qual in iter_reads(path, allow_empty=allow_empty):
+        if read_id in first_seen:
+            raise InputError(
+                f"{name}: record {len(ids) + 1} ({read_id}): duplicate read id "
+                f"(first seen at record {first_seen[read_id]})"
+            )
+        first_seen[read_id] = len(ids) + 1
+        ids.append(read_id)
+        seqs.append(seq)
+        if qual is None:
+            has_quals = False
+        else:
+            quals.append(qual)
+    return ReadSet(ids, seqs, quals if has_quals and ids else None)
+
+
+def iter_read_chunks(
+    path: str | os.PathLike, chunk_size: int, *, check_duplicates: bool = True
+) -> Iterator[ReadSet]:
+    """Stream a file as ReadSets of at most ``chunk_size`` reads (bounded memory).
+
+    Duplicate-id checking keeps one set entry per read id (ids only, not sequences).
+    """
+    name = describe_path(path)
+    seen: set[str] = set()
+    chunk = ReadSet([], [], None)
+    for number, (read_id, seq, _qual) in enumerate(iter_reads(path), start=1):
+        if check_duplicates:
+            if read_id in seen:
+                raise InputError(f"{name}: record {number} ({read_id}): duplicate read id")
+            seen.add(read_id)
+        chunk.ids.append(read_id)
+        chunk.seqs.append(seq)
+        if len(chunk) >= chunk_size:
+            yield chunk
+            chunk = ReadSet([], [], None)
+    if len(chunk):
+        yield chunk
+
+
+# ---------------------------------------------------------------- writing
+
+
+def command_header(command: str, params: dict[str, object]) -> str:
+    """The ``#`` header line of every TSV: dnaembed version, command and its parameters."""
+    parts = [f"{k}={shlex.quote(str(v))}" for k, v in params.items() if v is not None]
+    return f"# dnaembed {__version__} {command} " + " ".join(parts)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
+
+    The temporary name keeps the destination's suffixes so that writers which
+    choose compression by extension (``.gz``) behave as for the final name.
+    """
+    dest = Path(path)
+    directory = dest.parent if str(dest.parent) else Path(".")
+    if not directory.is_dir():
+        raise DnaembedError(f"{dest}: cannot write: directory {directory} does not exist")
+    if dest.is_dir():
+        raise DnaembedError(f"{dest}: cannot write: is a directory")
+    suffix = "".join(dest.suffixes[-2:])
+    try:
+        fd, tmp_name = tempfile.mkstemp(
+            prefix=f".{dest.name}.", suffix=f".tmp{suffix}", dir=directory
+        )
+    except OSError as e:
+        raise DnaembedError(f"{dest}: cannot write: {e.strerror or e}") from None
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        # mkstemp creates 0600; give the result the permissions a normal file would get.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+@contextlib.contextmanager
+def open_output(path: str | os.PathLike) -> Iterator[IO[str]]:
+    """A text stream for ``path`` (atomic), or standard output for ``-``."""
+    if str(path) == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        yield handle
+
+
+def write_tsv(
+    path: str | os.PathLike,
+    columns: Sequence[str],
+    rows: Iterator[Sequence[object]] | Sequence[Sequence[object]],
+    header: str | None = None,
+) -> None:
+    """Write a TSV: optional ``#`` provenance line, ``#``-prefixed column names, rows."""
+    with open_output(path) as out:
+        if header:
+            out.write(header.rstrip("\n") + "\n")
+        out.write("#" + "\t".join(columns) + "\n")
+        out.writelines("\t".join(map(str, row)) + "\n" for row in rows)
+
+
+def write_sequences(
+    path: str | os.PathLike,
+    ids: Sequence[str],
+    seqs: Sequence[str],
+    quals: Sequence[str] | None = None,
+) -> None:
+    """Write FASTA (no qualities) or FASTQ; gzip when the name ends in ``.gz``; atomic."""
+    fmt = "fastq" if quals is not None else "fasta"
+    if str(path) == "-":
+        with dnaio.open(sys.stdout.buffer, mode="w", fileformat=fmt) as writer:
+            _write_records(writer, ids, seqs, quals)
+        return
+    with (
+        atomic_path(path) as tmp,
+        dnaio.open(tmp, mode="w", fileformat=fmt, compression_level=5) as writer,
+    ):
+        _write_records(writer, ids, seqs, quals)
+
+
+def _write_records(writer, ids, seqs, quals) -> None:
+    if quals is None:
+        for i, s in zip(ids, seqs):
+            writer.write(dnaio.SequenceRecord(i, s))
+    else:
+        for i, s, q in zip(ids, seqs, quals):
+            writer.write(dnaio.SequenceRecord(i, s, q))
+
+
+def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
+    """Save an array as .npy, atomically."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, array)
+
+
+def read_table(path: str | os.PathLike, min_columns: int = 2) -> list[list[str]]:
+    """Read a TSV written by dnaembed (or a compatible one): ``#`` lines are skipped.
+
+    Plain or gzip (by content). Each row must have at least ``min_columns`` fields.
+    """
+    import gzip
+
+    name = describe_path(path)
+    if str(path) != "-" and not Path(path).is_file():
+        raise InputError(f"{name}: no such file")
+    try:
+        if str(path) == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            with open(path, "rb") as raw:
+                magic = raw.read(2)
+            opener = gzip.open if magic == b"\x1f\x8b" else open
+            with opener(path, "rt", encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise InputError(f"{name}: cannot read: {e}") from None
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) < min_columns:
+            raise InputError(
+                f"{name}: line {number}: expected at least {min_columns} tab-separated "
+                f"columns, found {len(fields)}"
+            )
+        rows.append(fields)
+    return rows

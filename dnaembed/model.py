@@ -1,0 +1,251 @@
+"""The encoder: a CNN mapping a read to a vector whose squared distances approximate edit distances.
+
+The reference configuration is the paper's CNN-ED-5 (Guo, Liang & Hou, ICML 2022):
+five blocks of Conv1d(k=3, 64 channels) -> AvgPool(2) -> ReLU, then
+Linear(4D) -> ReLU -> Linear(D) -> BatchNorm(D), outputs scaled by 1/sqrt(2).
+Every part is a field of :class:`EncoderConfig`, so other designs are configs,
+not code. A checkpoint is a plain dict of tensors and JSON-able data, loaded with
+``torch.load(weights_only=True)`` (a model file cannot run code) and checked
+against a SHA-256 of its weights (a tampered file is refused).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from dnaembed import __version__
+from dnaembed.encoding import PAD_CODE
+from dnaembed.errors import DnaembedError
+
+CHECKPOINT_FORMAT = "dnaembed-encoder"
+CHECKPOINT_VERSION = 1
+
+
+@dataclass
+class EncoderConfig:
+    """Architecture of the encoder (plain data; saved in every checkpoint)."""
+
+    window: int = 160
+    channels: list[int] = field(default_factory=lambda: [64, 64, 64, 64, 64])
+    kernel_size: int = 3
+    dilations: list[int] | None = None
+    pool: str = "avg"
+    embedding_dim: int = 80
+    hidden_factor: int = 4
+    scale: float = 1.0 / math.sqrt(2.0)
+    name: str = "cnn-ed-5"
+
+    def __post_init__(self) -> None:
+        if self.window < 2 ** len(self.channels):
+            raise DnaembedError(
+                f"window {self.window} is too short for {len(self.channels)} pooling blocks"
+            )
+        if self.dilations is not None and len(self.dilations) != len(self.channels):
+            raise DnaembedError("dilations must have one entry per block")
+        if self.pool not in ("avg", "max"):
+            raise DnaembedError(f"pool must be 'avg' or 'max', got {self.pool!r}")
+        if self.kernel_size % 2 != 1:
+            raise DnaembedError(f"kernel size must be odd, got {self.kernel_size}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> EncoderConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise DnaembedError(f"unknown encoder settings: {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+
+#: Named configurations (the configuration table in the README measures them).
+ARCHITECTURES: dict[str, EncoderConfig] = {
+    "cnn-ed-5": EncoderConfig(),
+}
+
+
+def one_hot_table() -> torch.Tensor:
+    """Rows: A, C, G, T, N, pad -> 5 input channels (ACGT + pad); N is 1/4 on each base."""
+    table = torch.zeros(6, 5)
+    table[:4, :4] = torch.eye(4)
+    table[4, :4] = 0.25
+    table[PAD_CODE, 4] = 1.0
+    return table
+
+
+class Encoder(nn.Module):
+    """CNN encoder: ``(batch, window)`` uint8 codes -> ``(batch, D)`` embeddings."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.register_buffer("one_hot", one_hot_table(), persistent=False)
+        layers: list[nn.Module] = []
+        in_ch, length = 5, config.window
+        dilations = config.dilations or [1] * len(config.channels)
+        for out_ch, dil in zip(config.channels, dilations):
+            pad = dil * (config.kernel_size // 2)
+            layers += [
+                nn.Conv1d(in_ch, out_ch, config.kernel_size, padding=pad, dilation=dil),
+                nn.AvgPool1d(2) if config.pool == "avg" else nn.MaxPool1d(2),
+                nn.ReLU(),
+            ]
+            in_ch, length = out_ch, length // 2
+        self.features = nn.Sequential(*layers)
+        hidden = config.hidden_factor * config.embedding_dim
+        self.head = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(in_ch * length, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, config.embedding_dim),
+            nn.BatchNorm1d(config.embedding_dim),
+        )
+
+    def forward(self, codes: torch.Tensor) -> torch.Tensor:
+        if codes.dim() != 2 or codes.shape[1] != self.config.window:
+            raise DnaembedError(
+                f"encoder expects (batch, {self.config.window}) codes, got {tuple(codes.shape)}"
+            )
+        x = self.one_hot[codes.long()].transpose(1, 2)
+        return self.head(self.features(x)) * self.config.scale
+
+
+def squared_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Row-wise squared Euclidean distance: the model's estimate of the edit distance."""
+    return (a - b).pow(2).sum(dim=-1)
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def weights_digest(state_dict: dict[str, torch.Tensor]) -> str:
+    """SHA-256 over the weights (names, shapes, dtypes, bytes) in a fixed order."""
+    h = hashlib.sha256()
+    for name in sorted(state_dict):
+        t = state_dict[name].detach().cpu().contiguous()
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(str(t.dtype).encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def save_checkpoint(
+    path: str | Path,
+    model: Encoder,
+    *,
+    metrics: dict | None = None,
+    training: dict | None = None,
+    extra_state: dict | None = None,
+) -> None:
+    """Save weights + config + metrics + training settings, atomically.
+
+    ``extra_state`` (optimizer, step, RNG) is for ``--resume``; it must itself
+    be plain tensors and containers.
+    """
+    from dnaembed.io import atomic_path
+
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "format_version": CHECKPOINT_VERSION,
+        "dnaembed_version": __version__,
+        "config": json.dumps(model.config.to_dict()),
+        "metrics": json.dumps(metrics or {}),
+        "training": json.dumps(training or {}),
+        "state_dict": state,
+        "sha256": weights_digest(state),
+    }
+    if extra_state is not None:
+        payload["extra_state"] = extra_state
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the model (eval mode) and its recorded metadata."""
+
+    model: Encoder
+    metrics: dict
+    training: dict
+    path: str
+    extra_state: dict | None = None
+
+
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Checkpoint:
+    """Load a checkpoint without running code from it; refuse foreign or tampered files."""
+    name = str(path)
+    p = Path(path)
+    if not p.is_file():
+        raise DnaembedError(f"{name}: no such model file")
+    try:
+        payload = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means "not our file"
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DnaembedError(
+            f"{name}: not a loadable dnaembed model (refused by the safe loader: {reason[:200]})"
+        ) from None
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise DnaembedError(f"{name}: not a dnaembed model file")
+    if payload.get("format_version") != CHECKPOINT_VERSION:
+        raise DnaembedError(
+            f"{name}: model file format version {payload.get('format_version')} is not "
+            f"supported (this dnaembed reads version {CHECKPOINT_VERSION})"
+        )
+    state = payload.get("state_dict")
+    if not isinstance(state, dict) or payload.get("sha256") != weights_digest(state):
+        raise DnaembedError(f"{name}: model weights do not match their checksum (file modified?)")
+    try:
+        config = EncoderConfig.from_dict(json.loads(payload["config"]))
+        model = Encoder(config)
+        model.load_state_dict(state)
+        metrics = json.loads(payload.get("metrics", "{}"))
+        training = json.loads(payload.get("training", "{}"))
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:
+        raise DnaembedError(f"{name}: inconsistent model file: {str(e).splitlines()[0]}") from None
+    model.eval().to(device)
+    return Checkpoint(model, metrics, training, name, payload.get("extra_state"))
+
+
+def bundled_model_path() -> Path:
+    """Path of the default model shipped inside the package."""
+    return Path(str(resources.files("dnaembed") / "models" / "default.pt"))
+
+
+def load_model(path: str | Path | None = None, device: str | torch.device = "cpu") -> Checkpoint:
+    """Load ``path``, or the bundled default model when ``path`` is None."""
+    if path is None:
+        path = bundled_model_path()
+        if not path.is_file():
+            raise DnaembedError(
+                f"the bundled model is missing from the installation ({path}); "
+                "reinstall dnaembed or pass -m/--model"
+            )
+    return load_checkpoint(path, device)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` picks CUDA when available, else CPU; ``cuda`` without a GPU is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise DnaembedError("--device cuda requested but no CUDA device is available")
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        raise DnaembedError(f"unknown device {device!r} (use auto, cpu or cuda)")
+    return torch.device(device)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return int(sum(np.prod(p.shape) for p in model.parameters()))

@@ -1,0 +1,388 @@
+"""Simulate what a DNA-storage lab sequences: strands -> coverage -> channel -> reads, with truth.
+
+:func:`simulate_reads` is the library form of ``dnaembed simulate``; the
+training-pair sampler draws from the same :func:`dnaembed.channel.transmit`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dnaembed.channel import Channel, aligned_rates, calibrated, transmit
+from dnaembed.coverage import Coverage
+from dnaembed.encoding import (
+    decode_flat,
+    encode_flat,
+    offsets,
+    random_codes,
+    reverse_complement,
+    reverse_complement_flat,
+    reverse_segments,
+    segment_ids,
+)
+from dnaembed.errors import DnaembedError
+
+CONTAMINANT = "contaminant"
+
+
+@dataclass(frozen=True)
+class ReadLayout:
+    """How reads come off the sequencer, beyond the channel's errors.
+
+    * ``reverse_fraction``: fraction of reads returned as reverse complements;
+    * ``truncate_fraction``: fraction of reads missing the end of the read
+      (as sequenced); the number of missing bases is exponential with mean
+      ``truncate_mean``, and at least ``min_length`` bases are kept;
+    * ``contaminant_fraction``: fraction of all reads that come from no strand
+      (random sequences of the strands' length range).
+    """
+
+    reverse_fraction: float = 0.0
+    truncate_fraction: float = 0.0
+    truncate_mean: float = 30.0
+    min_length: int = 20
+    contaminant_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("reverse_fraction", "truncate_fraction"):
+            value = getattr(self, name)
+            if not 0 <= value <= 1:
+                raise DnaembedError(f"{name.replace('_', ' ')} must be in [0, 1], got {value}")
+        if not 0 <= self.contaminant_fraction < 1:
+            raise DnaembedError(
+                f"contaminant fraction must be in [0, 1), got {self.contaminant_fraction}"
+            )
+        if self.truncate_mean <= 0:
+            raise DnaembedError(f"truncate mean must be > 0, got {self.truncate_mean}")
+        if self.min_length < 1:
+            raise DnaembedError(f"min length must be >= 1, got {self.min_length}")
+
+
+@dataclass
+class SimulatedReads:
+    """Reads (shuffled) with their truth: strand index (-1 for contaminants) and orientation."""
+
+    ids: list[str]
+    seqs: list[str]
+    quals: list[str]
+    strand: np.ndarray
+    reverse: np.ndarray
+    truncated: np.ndarray
+    strand_ids: list[str]
+    strand_seqs: list[str]
+    coverage: np.ndarray
+    events: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def aligned_error_rates(self, max_reads: int | None = None, seed: int = 0) -> dict[str, float]:
+        """Error rates measured by aligning reads back to their strands (orientation undone).
+
+        Contaminants and truncated reads are left out (a missing end is not a
+        channel error). ``max_reads`` caps the sample for speed.
+        """
+        eligible = np.flatnonzero((self.strand >= 0) & ~self.truncated)
+        if max_reads is not None and len(eligible) > max_reads:
+            eligible = np.sort(
+                np.random.default_rng(seed).choice(eligible, max_reads, replace=False)
+            )
+        refs, reads = [], []
+        for i in eligible.tolist():
+            refs.append(self.strand_seqs[self.strand[i]])
+            reads.append(reverse_complement(self.seqs[i]) if self.reverse[i] else self.seqs[i])
+        return aligned_rates(refs, reads)
+
+    def truth_rows(self) -> list[tuple[str, str, str]]:
+        """``(read_id, strand_id, orientation)`` rows; contaminants have strand id 'contaminant'."""
+        rows = []
+        for rid, s, rev in zip(self.ids, self.strand.tolist(), self.reverse.tolist()):
+            rows.append((rid, self.strand_ids[s] if s >= 0 else CONTAMINANT, "-" if rev else "+"))
+        return rows
+
+
+def simulate_reads(
+    strands: Sequence[str],
+    channel: Channel,
+    coverage: Coverage,
+    layout: ReadLayout = ReadLayout(),
+    *,
+    seed: int = 0,
+    strand_ids: Sequence[str] | None = None,
+    id_prefix: str = "read",
+) -> SimulatedReads:
+    """Sequence ``strands`` through ``channel`` at ``coverage``; reads are shuffled.
+
+    Same seed, same reads (bit for bit).
+    """
+    if len(strands) == 0:
+        raise DnaembedError("no strands to simulate reads from")
+    rng = np.random.default_rng(seed)
+    if strand_ids is None:
+        strand_ids = _default_ids("strand", len(strands))
+    strand_ids = list(strand_ids)
+    counts = coverage.draw(len(strands), rng)
+    generator = calibrated(channel)
+    src_codes, src_lengths = encode_flat(strands)
+    src_starts = offsets(src_lengths)
+    read_strand = np.repeat(np.arange(len(strands), dtype=np.int64), counts)
+    n_contam = 0
+    if layout.contaminant_fraction > 0:
+        frac = layout.contaminant_fraction
+        n_contam = int(round(frac * len(read_strand) / (1 - frac)))
+
+    seqs: list[str] = []
+    quals: list[str] = []
+    reverse_parts, truncated_parts = [], []
+    events = {"source_bases": 0, "substitutions": 0, "insertions": 0, "deletions": 0}
+    for a in range(0, len(read_strand), _BLOCK_READS):
+        block = read_strand[a : a + _BLOCK_READS]
+        copies, copy_lengths = _gather(src_codes, src_starts, src_lengths, block)
+        sent = transmit(copies, copy_lengths, generator, rng)
+        events["source_bases"] += int(copy_lengths.sum())
+        for key in ("substitutions", "insertions", "deletions"):
+            events[key] += int(getattr(sent, key).sum())
+        out = _as_sequenced(sent.codes, sent.lengths, sent.quals, layout, rng)
+        seqs += out[0]
+        quals += out[1]
+        reverse_parts.append(out[2])
+        truncated_parts.append(out[3])
+    if n_contam:
+        # Reads of no strand: random sequences within the strands' length range, error-free.
+        c_lengths = rng.integers(int(src_lengths.min()), int(src_lengths.max()) + 1, size=n_contam)
+        c_codes = random_codes(rng, int(c_lengths.sum()))
+        c_quals = np.full(len(c_codes), channel.quality, dtype=np.uint8)
+        out = _as_sequenced(c_codes, c_lengths, c_quals, layout, rng)
+        seqs += out[0]
+        quals += out[1]
+        reverse_parts.append(out[2])
+        truncated_parts.append(out[3])
+        read_strand = np.concatenate([read_strand, np.full(n_contam, -1, dtype=np.int64)])
+    reverse = np.concatenate(reverse_parts) if reverse_parts else np.zeros(0, dtype=bool)
+    truncated = np.concatenate(truncated_parts) if truncated_parts else np.zeros(0, dtype=bool)
+
+    total_reads = len(read_strand)
+    order = rng.permutation(total_reads)
+    width = max(6, len(str(total_reads)))
+    ids = [f"{id_prefix}{i:0{width}d}" for i in range(total_reads)]
+    return SimulatedReads(
+        ids=ids,
+        seqs=[seqs[i] for i in order],
+        quals=[quals[i] for i in order],
+        strand=read_strand[order],
+        reverse=reverse[order],
+        truncated=truncated[order],
+        strand_ids=strand_ids,
+        strand_seqs=list(strands),
+        coverage=counts,
+        events=events,
+    )
+
+
+#: Reads per block: the block's temporaries stay in cache (see channel.transmit).
+_BLOCK_READS = 1000
+
+
+def _gather(
+    src_codes: np.ndarray, src_starts: np.ndarray, src_lengths: np.ndarray, which: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Flat copies of the source sequences ``which`` (with repeats)."""
+    copy_lengths = src_lengths[which]
+    seg = segment_ids(copy_lengths)
+    within = np.arange(int(copy_lengths.sum()), dtype=np.int64) - offsets(copy_lengths)[seg]
+    return src_codes[src_starts[which][seg] + within], copy_lengths
+
+
+def _as_sequenced(
+    codes: np.ndarray,
+    lengths: np.ndarray,
+    quals: np.ndarray,
+    layout: ReadLayout,
+    rng: np.random.Generator,
+) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+    """Orientation, then truncation at the read's own 3' end; decoded to strings."""
+    n = len(lengths)
+    reverse = rng.random(n) < layout.reverse_fraction
+    if reverse.any():
+        codes = reverse_complement_flat(codes, lengths, reverse)
+        quals = reverse_segments(quals, lengths, reverse)
+    truncated = np.zeros(n, dtype=bool)
+    if layout.truncate_fraction > 0:
+        truncated = rng.random(n) < layout.truncate_fraction
+        missing = np.ceil(rng.exponential(layout.truncate_mean, size=n)).astype(np.int64)
+        floor = np.minimum(lengths, layout.min_length)
+        keep_len = np.where(truncated, np.maximum(floor, lengths - missing), lengths)
+        seg = segment_ids(lengths)
+        pos = np.arange(len(codes), dtype=np.int64) - offsets(lengths)[seg]
+        mask = pos < keep_len[seg]
+        truncated &= keep_len < lengths
+        codes, quals, lengths = codes[mask], quals[mask], keep_len
+    return decode_flat(codes, lengths), _phred_strings(quals, lengths), reverse, truncated
+
+
+def _phred_strings(quals: np.ndarray, lengths: np.ndarray) -> list[str]:
+    text = (quals + 33).astype(np.uint8).tobytes().decode("ascii")
+    ends = np.cumsum(lengths)
+    return [text[s:e] for s, e in zip((ends - lengths).tolist(), ends.tolist())]
+
+
+def _default_ids(prefix: str, n: int) -> list[str]:
+    width = max(5, len(str(n)))
+    return [f"{prefix}{i:0{width}d}" for i in range(n)]
+
+
+def strand_id_list(n: int) -> list[str]:
+    """The ids simulate gives to ``n`` generated strands."""
+    return _default_ids("strand", n)
+
+
+def summarize(sim: SimulatedReads, channel: Channel, coverage: Coverage) -> str:
+    """A one-screen summary of a simulated run."""
+    lengths = np.fromiter((len(s) for s in sim.seqs), dtype=np.int64, count=len(sim.seqs))
+    measured = sim.aligned_error_rates(max_reads=5000)
+    counts = sim.coverage
+    covered = int((counts > 0).sum())
+    contaminants = int((sim.strand < 0).sum())
+    lines = [
+        f"reads               {len(sim):,}",
+        f"strands             {len(sim.strand_seqs):,} ({covered:,} with reads, "
+        f"{len(counts) - covered:,} without)",
+        f"coverage            model {coverage.model}, mean {counts.mean():.2f} "
+        f"(requested {coverage.mean:g}), variance {counts.var():.2f} "
+        f"(model {coverage.expected_variance():.2f})",
+        f"read length         min {lengths.min() if len(lengths) else 0}, "
+        f"median {int(np.median(lengths)) if len(lengths) else 0}, "
+        f"max {lengths.max() if len(lengths) else 0}",
+        f"channel             {channel.name}; errors measured by aligning "
+        f"{min(5000, len(sim)):,} reads to their strands:",
+        f"  substitutions     {measured['substitution']:.3%} per nt "
+        f"(requested {channel.substitution:.3%})",
+        f"  insertions        {measured['insertion']:.3%} per nt "
+        f"(requested {channel.insertion:.3%})",
+        f"  deletions         {measured['deletion']:.3%} per nt "
+        f"(requested {channel.deletion_total:.3%}, bursts included)",
+        f"reverse complement  {sim.reverse.mean() if len(sim) else 0:.1%} of reads",
+        f"truncated           {sim.truncated.mean() if len(sim) else 0:.1%} of reads",
+        f"contaminants        {contaminants:,} reads",
+    ]
+    return "\n".join(lines)
+
+
+@dataclass
+class SimulationPlan:
+    """Everything ``dnaembed simulate`` takes, as plain data (the CLI fills it in)."""
+
+    refs: str | None = None
+    n_strands: int = 1000
+    length: tuple[int, int] = (150, 150)
+    max_homopolymer: int | None = None
+    gc_min: float | None = None
+    gc_max: float | None = None
+    gc_window: int = 20
+    primer_length: int = 0
+    primer5: str | None = None
+    primer3: str | None = None
+    preset: str = "nanopore"
+    overrides: dict[str, float | None] = field(default_factory=dict)
+    coverage: dict[str, object] = field(default_factory=dict)
+    layout: dict[str, object] = field(default_factory=dict)
+    seed: int = 0
+
+    def channel(self) -> Channel:
+        """The preset with any custom rates applied."""
+        from dnaembed.channel import get_preset
+
+        return get_preset(self.preset).with_overrides(**self.overrides)
+
+    def strands(self) -> tuple[list[str], list[str]]:
+        """Strand ids and sequences: from ``refs`` or random, primers added."""
+        from dnaembed.io import read_sequences
+        from dnaembed.strands import add_primers, random_strands
+
+        # Separate streams for strands, primers and reads: changing one option
+        # (say the primer length) does not reshuffle everything else.
+        strand_rng, primer_rng = (np.random.default_rng([self.seed, k]) for k in (1, 2))
+        if self.refs is not None:
+            refs = read_sequences(self.refs, allow_empty=False)
+            if len(refs) == 0:
+                raise DnaembedError(f"{self.refs}: no strands in the file")
+            ids, seqs = refs.ids, refs.seqs
+        else:
+            seqs = random_strands(
+                self.n_strands,
+                self.length,
+                strand_rng,
+                max_homopolymer=self.max_homopolymer,
+                gc_window=self.gc_window,
+                gc_min=self.gc_min,
+                gc_max=self.gc_max,
+            )
+            ids = strand_id_list(self.n_strands)
+        left = _checked_primer(self.primer5, "5'")
+        right = _checked_primer(self.primer3, "3'")
+        if self.primer_length and (left is None or right is None):
+            generated = random_strands(2, self.primer_length, primer_rng, max_homopolymer=3)
+            left = generated[0] if left is None else left
+            right = generated[1] if right is None else right
+        if left or right:
+            seqs = add_primers(seqs, left or "", right or "")
+        return ids, seqs
+
+
+def _checked_primer(primer: str | None, end: str) -> str | None:
+    if primer is None:
+        return None
+    upper = primer.upper()
+    if not upper or set(upper) - set("ACGT"):
+        raise DnaembedError(f"{end} primer {primer!r} must be a non-empty sequence over ACGT")
+    return upper
+
+
+def run_simulation(plan: SimulationPlan, prefix: str | Path) -> str:
+    """Simulate per ``plan`` and write PREFIX.fastq.gz, PREFIX.truth.tsv, PREFIX.refs.fasta.
+
+    Returns the summary text. Every file is written atomically; option errors
+    are raised before anything is written.
+    """
+    from dnaembed.io import command_header, write_sequences, write_tsv
+    from dnaembed.log import logger
+
+    channel = plan.channel()
+    coverage = Coverage(**plan.coverage)
+    layout = ReadLayout(**plan.layout)
+    prefix = Path(prefix)
+    directory = prefix.parent if str(prefix.parent) else Path(".")
+    if not directory.is_dir():
+        raise DnaembedError(f"{prefix}: cannot write: directory {directory} does not exist")
+    ids, seqs = plan.strands()
+    logger.info("simulating reads of %d strands through the %s channel", len(seqs), channel.name)
+    sim = simulate_reads(seqs, channel, coverage, layout, seed=plan.seed, strand_ids=ids)
+    params = {
+        "preset": plan.preset,
+        "seed": plan.seed,
+        "refs": plan.refs,
+        "strands": len(seqs),
+        **{k: v for k, v in plan.overrides.items() if v is not None},
+        **plan.coverage,
+        **plan.layout,
+    }
+    write_sequences(f"{prefix}.refs.fasta", ids, seqs)
+    write_tsv(
+        f"{prefix}.truth.tsv",
+        ["read_id", "strand_id", "orientation"],
+        sim.truth_rows(),
+        header=command_header("simulate", params),
+    )
+    write_sequences(f"{prefix}.fastq.gz", sim.ids, sim.seqs, sim.quals)
+    logger.info(
+        "wrote %s.fastq.gz (%d reads), %s.truth.tsv, %s.refs.fasta",
+        prefix,
+        len(sim),
+        prefix,
+        prefix,
+    )
+    return summarize(sim, channel, coverage)

@@ -1,0 +1,47 @@
+"""Shared helpers: run the real CLI in a subprocess, small data files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run_cli(*args: str, cwd: Path | None = None, stdin: bytes | None = None,
+            check: bool = False, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``python -m dnaembed ARGS`` and capture bytes stdout/stderr."""
+    env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.run(
+        [sys.executable, "-m", "dnaembed", *args], cwd=cwd, input=stdin, capture_output=True,
+        env=env, timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"dnaembed {' '.join(args)} exited {proc.returncode}:\n{proc.stderr.decode()}"
+        )
+    return proc
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess, *fragments: str, code: int = 1) -> str:
+    """A failed command: the expected exit code, one line on stderr, no traceback."""
+    err = proc.stderr.decode()
+    assert proc.returncode == code, (proc.returncode, err)
+    assert "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+    return err
+
+
+@pytest.fixture
+def write(tmp_path):
+    """Write a text file under tmp_path and return its path."""
+
+    def _write(name: str, text: str) -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return _write

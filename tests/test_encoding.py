@@ -1,0 +1,34 @@
+import numpy as np
+
+from dnaembed.encoding import (
+    PAD_CODE,
+    decode_flat,
+    encode_flat,
+    reverse_complement,
+    reverse_complement_flat,
+    to_padded,
+)
+
+
+def test_round_trip_and_lower_case():
+    seqs = ["ACGTN", "", "acg"]
+    codes, lengths = encode_flat(seqs)
+    assert lengths.tolist() == [5, 0, 3]
+    assert decode_flat(codes, lengths) == ["ACGTN", "", "ACG"]
+
+
+def test_reverse_complement_flat_matches_string_version():
+    seqs = ["AACGTN", "G", "TTGCA"]
+    codes, lengths = encode_flat(seqs)
+    which = np.array([True, False, True])
+    out = decode_flat(reverse_complement_flat(codes, lengths, which), lengths)
+    assert out == [reverse_complement("AACGTN"), "G", reverse_complement("TTGCA")]
+    assert reverse_complement("AACGTN") == "NACGTT"
+
+
+def test_padding_and_window_cut():
+    codes, lengths = encode_flat(["ACGT", "AAAAAAA"])
+    m = to_padded(codes, lengths, 5)
+    assert m.shape == (2, 5)
+    assert m[0].tolist() == [0, 1, 2, 3, PAD_CODE]
+    assert m[1].tolist() == [0, 0, 0, 0, 0]
