@@ -1,0 +1,9 @@
+"""The ``dnaembed`` command line: a thin layer over the library functions.
+
+One module per command; each registers itself on the group in :mod:`.base`.
+"""
+
+from dnaembed.cli import demo, simulate, train  # noqa: F401  (register the commands)
+from dnaembed.cli.base import cli, main
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,136 @@
+"""The click group, the entry point and the conventions shared by every command.
+
+Conventions shared by every command: ``-o/--output``, ``--seed``, ``-q/--quiet``,
+``-v/--verbose``, ``-t/--threads``; logs and progress on stderr, results in
+files or on stdout; exit 0 on success, 1 on an error (one line, no traceback),
+2 on a usage error; a closed output pipe (``| head``) ends the command quietly.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+
+import click
+
+from dnaembed import __version__
+from dnaembed.errors import DnaembedError
+from dnaembed.log import configure
+
+#: Exit status when the reader of our stdout went away (128 + SIGPIPE), as shell tools do.
+EXIT_BROKEN_PIPE = 141
+
+
+def common_options(func):
+    """-q/-v/-t/--seed on every command; sets up logging before the command runs."""
+
+    @click.option(
+        "--seed",
+        type=int,
+        default=0,
+        show_default=True,
+        help="Seed of every random step (same seed, same output).",
+    )
+    @click.option(
+        "-t",
+        "--threads",
+        type=click.IntRange(min=0),
+        default=0,
+        help="CPU threads (0 = all available cores).",
+    )
+    @click.option("-v", "--verbose", count=True, help="More log detail (debug).")
+    @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors; no progress bars.")
+    @functools.wraps(func)
+    def wrapper(*args, quiet: bool, verbose: int, **kwargs):
+        configure(verbosity=verbose, quiet=quiet)
+        _state["verbose"] = verbose
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+_state = {"verbose": 0}
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="dnaembed")
+def cli() -> None:
+    """Cluster DNA-storage sequencing reads with a learned embedding of the edit distance."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: runs the CLI and maps errors to one line and an exit status."""
+    try:
+        cli.main(args=argv, prog_name="dnaembed", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        print("dnaembed: aborted", file=sys.stderr)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        print("dnaembed: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        _silence_stdout()
+        sys.exit(EXIT_BROKEN_PIPE)
+    except DnaembedError as e:
+        if _state["verbose"]:
+            traceback.print_exc()
+        print(f"dnaembed: error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except MemoryError:
+        print("dnaembed: error: out of memory (try a smaller batch or input)", file=sys.stderr)
+        sys.exit(1)
+    except OSError as e:
+        if _state["verbose"]:
+            traceback.print_exc()
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"dnaembed: error: {where}{e.strerror or e}", file=sys.stderr)
+        sys.exit(1)
+    except Exception as e:  # noqa: BLE001 - the last line of defence: one line, not a traceback
+        if _state["verbose"]:
+            traceback.print_exc()
+        print(
+            f"dnaembed: internal error: {type(e).__name__}: {e} (rerun with -v for details)",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    # Flush here so that a closed pipe is noticed while we can still handle it.
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        sys.exit(EXIT_BROKEN_PIPE)
+
+
+def _silence_stdout() -> None:
+    # Python would report the failed flush at exit; point stdout at /dev/null first.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def echo_result(text: str) -> None:
+    """Results to stdout (logs go to stderr)."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _length_range(value: str) -> tuple[int, int]:
+    try:
+        if "-" in value:
+            lo, hi = (int(x) for x in value.split("-", 1))
+        else:
+            lo = hi = int(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a length or a range like 140-160") from None
+    if lo < 1 or hi < lo:
+        raise click.BadParameter(f"{value!r}: need 1 <= min <= max")
+    return lo, hi
+
+
+RATE = click.FloatRange(0.0, 1.0)
+FRACTION = click.FloatRange(0.0, 1.0)
