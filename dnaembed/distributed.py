@@ -42,6 +42,28 @@ def launched_by_torchrun() -> bool:
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
+def is_main_rank() -> bool:
+    """True in a single process and on rank 0 of a torchrun job (read from the environment)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def local_share_of_cores() -> int | None:
+    """CPU threads for one of the ranks on this machine; None outside torchrun (all cores).
+
+    torchrun sets OMP_NUM_THREADS=1 for every rank; on a CPU-only machine that
+    leaves cores idle, all cores per rank oversubscribes them. Each of the
+    LOCAL_WORLD_SIZE ranks gets an equal share instead (``-t`` overrides).
+    """
+    if not launched_by_torchrun():
+        return None
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(1, local_world))
+
+
 def setup(device: torch.device) -> DistContext:
     """Join the process group when launched by torchrun; otherwise a single-process context.
 

@@ -38,6 +38,7 @@ class EncoderConfig:
     window: int = 160
     channels: list[int] = field(default_factory=lambda: [64, 64, 64, 64, 64])
     kernel_size: int = 3
+    convs_per_block: int = 1
     dilations: list[int] | None = None
     pool: str = "avg"
     embedding_dim: int = 80
@@ -54,6 +55,8 @@ class EncoderConfig:
             raise DnaembedError("dilations must have one entry per block")
         if self.pool not in ("avg", "max"):
             raise DnaembedError(f"pool must be 'avg' or 'max', got {self.pool!r}")
+        if self.convs_per_block < 1:
+            raise DnaembedError(f"convs_per_block must be >= 1, got {self.convs_per_block}")
         if self.kernel_size % 2 != 1:
             raise DnaembedError(f"kernel size must be odd, got {self.kernel_size}")
 
@@ -96,6 +99,12 @@ class Encoder(nn.Module):
         dilations = config.dilations or [1] * len(config.channels)
         for out_ch, dil in zip(config.channels, dilations):
             pad = dil * (config.kernel_size // 2)
+            for _ in range(config.convs_per_block - 1):
+                layers += [
+                    nn.Conv1d(in_ch, out_ch, config.kernel_size, padding=pad, dilation=dil),
+                    nn.ReLU(),
+                ]
+                in_ch = out_ch
             layers += [
                 nn.Conv1d(in_ch, out_ch, config.kernel_size, padding=pad, dilation=dil),
                 nn.AvgPool1d(2) if config.pool == "avg" else nn.MaxPool1d(2),

@@ -31,6 +31,7 @@ from dnaembed.encoding import decode_flat, encode_flat, offsets, segment_ids, to
 from dnaembed.errors import DnaembedError
 
 KINDS = ("read-read", "strand-read", "variant", "unrelated")
+MEMBER_ROLES = ("strand", "read", "variant")
 
 
 @dataclass
@@ -55,6 +56,10 @@ class PairConfig:
     truncate_fraction: float = 0.05
     truncate_max: int = 60
     error_bins: int = 8
+    group_size: int = 0
+    member_mix: dict[str, float] = field(
+        default_factory=lambda: {"strand": 0.1, "read": 0.6, "variant": 0.3}
+    )
 
     def __post_init__(self) -> None:
         if not 1 <= self.length_min <= self.length_max:
@@ -68,6 +73,10 @@ class PairConfig:
             raise DnaembedError("pairs: mixture weights must be >= 0 with a positive sum")
         if 2 * self.primer_length_max >= self.length_min:
             raise DnaembedError("pairs: primers must leave room for a payload")
+        if self.group_size == 1 or self.group_size < 0:
+            raise DnaembedError("pairs: group_size must be 0 (independent pairs) or >= 2")
+        if set(self.member_mix) - set(MEMBER_ROLES) or sum(self.member_mix.values()) <= 0:
+            raise DnaembedError(f"pairs: member_mix takes weights for {MEMBER_ROLES}")
 
 
 @dataclass
@@ -87,6 +96,29 @@ class PairBatch:
         return (to_padded(*encode_flat(self.a), window), to_padded(*encode_flat(self.b), window))
 
 
+@dataclass
+class TrainBatch:
+    """Sequences to embed once, and the labelled pairs among them (index arrays)."""
+
+    seqs: list[str]
+    left: np.ndarray
+    right: np.ndarray
+    distance: np.ndarray
+
+    @property
+    def pairs(self) -> int:
+        return len(self.left)
+
+    def padded(self, window: int) -> np.ndarray:
+        return to_padded(*encode_flat(self.seqs), window)
+
+    @classmethod
+    def from_pairs(cls, batch: PairBatch) -> TrainBatch:
+        n = len(batch)
+        idx = np.arange(n, dtype=np.int64)
+        return cls(batch.a + batch.b, idx, idx + n, batch.distance)
+
+
 def levenshtein_pairs(a: list[str], b: list[str], workers: int = 1) -> np.ndarray:
     """Exact edit distance of each pair ``(a[i], b[i])``."""
     if not a:
@@ -94,22 +126,85 @@ def levenshtein_pairs(a: list[str], b: list[str], workers: int = 1) -> np.ndarra
     return cpdist(a, b, scorer=RFLevenshtein.distance, workers=workers).astype(np.float32)
 
 
-class PairSampler:
-    """Draws :class:`PairBatch` es; deterministic given ``seed`` (each DDP rank passes its own)."""
+class _ChannelDraws:
+    """What both samplers share: the RNG, the channel at a drawn rate, k-edit variants."""
 
     def __init__(self, config: PairConfig, seed: int | list[int]) -> None:
         self.config = config
         self.rng = np.random.default_rng(seed)
-        weights = np.array([config.mix.get(k, 0.0) for k in KINDS], dtype=np.float64)
-        self.kind_p = weights / weights.sum()
         self.mixes = [PRESETS[name] for name in ("illumina-array", "nanopore", "nanopore-hard")]
 
-    def state(self) -> dict:
-        """RNG state, for resuming."""
-        return self.rng.bit_generator.state
+    def _channel(
+        self, codes: np.ndarray, lengths: np.ndarray, error: np.ndarray, which: np.ndarray
+    ) -> list[str]:
+        """Pass the sequences where ``which`` through the channel at their own error rate."""
+        out = decode_flat(codes, lengths)
+        idx = np.flatnonzero(which)
+        if len(idx) == 0:
+            return out
+        # Sequences are grouped into error-rate bins: one vectorised channel call per bin.
+        bins = np.minimum(
+            (error[idx] / max(self.config.max_error, 1e-9) * self.config.error_bins).astype(int),
+            self.config.error_bins - 1,
+        )
+        starts = offsets(lengths)
+        for b in np.unique(bins).tolist():
+            members = idx[bins == b]
+            rate = (b + 0.5) / self.config.error_bins * self.config.max_error
+            sub_lengths = lengths[members]
+            seg = segment_ids(sub_lengths)
+            within = np.arange(int(sub_lengths.sum())) - offsets(sub_lengths)[seg]
+            src = codes[starts[members][seg] + within]
+            sent = transmit(src, sub_lengths, self._mix_at(rate), self.rng)
+            for i, seq in zip(members.tolist(), decode_flat(sent.codes, sent.lengths)):
+                out[i] = seq
+        return out
 
-    def set_state(self, state: dict) -> None:
-        self.rng.bit_generator.state = state
+    def _mix_at(self, rate: float) -> Channel:
+        """A published error mix (chosen at random) scaled to ``rate`` errors per nt."""
+        mix = self.mixes[int(self.rng.integers(len(self.mixes)))]
+        return dataclasses.replace(mix.scaled(rate / mix.total_rate), name=f"pairs@{rate:.3f}")
+
+    def _edit(self, seq: str, k: int) -> str:
+        """``seq`` with ``k`` random single-base edits (substitution, insertion or deletion)."""
+        rng = self.rng
+        chars = list(seq)
+        for op in rng.integers(0, 3, size=k).tolist():
+            if not chars:
+                chars.append("ACGT"[int(rng.integers(4))])
+                continue
+            i = int(rng.integers(len(chars)))
+            if op == 0:
+                chars[i] = "ACGT".replace(chars[i], "")[int(rng.integers(3))]
+            elif op == 1:
+                chars.insert(i, "ACGT"[int(rng.integers(4))])
+            else:
+                del chars[i]
+        return "".join(chars)
+
+    def _truncate(self, seqs: list[str], fraction: float) -> None:
+        """Cut the 3' end of a random ``fraction`` of ``seqs`` (in place)."""
+        cfg = self.config
+        for i in np.flatnonzero(self.rng.random(len(seqs)) < fraction).tolist():
+            missing = int(self.rng.integers(1, cfg.truncate_max + 1))
+            seqs[i] = seqs[i][: max(len(seqs[i]) - missing, cfg.length_min // 3)]
+
+
+class PairSampler(_ChannelDraws):
+    """Independent pairs (:class:`PairBatch`); deterministic given ``seed``.
+
+    Used for validation and benchmarks: every pair is drawn on its own, so the
+    figures are over independent pairs of the stated mixture.
+    """
+
+    def __init__(self, config: PairConfig, seed: int | list[int]) -> None:
+        super().__init__(config, seed)
+        weights = np.array([config.mix.get(k, 0.0) for k in KINDS], dtype=np.float64)
+        self.kind_p = weights / weights.sum()
+
+    def sample_train(self, n_seqs: int) -> TrainBatch:
+        """``n_seqs // 2`` independent pairs in the training format."""
+        return TrainBatch.from_pairs(self.sample(max(1, n_seqs // 2)))
 
     def sample(self, n: int) -> PairBatch:
         cfg, rng = self.config, self.rng
@@ -142,62 +237,68 @@ class PairSampler:
         for i in variant.tolist():
             seq_b[i] = self._edit(seq_b[i], int(rng.integers(1, cfg.variant_max_edits + 1)))
         for side in (seq_a, seq_b):
-            cut = np.flatnonzero(rng.random(n) < cfg.truncate_fraction / 2)
-            for i in cut.tolist():
-                missing = int(rng.integers(1, cfg.truncate_max + 1))
-                side[i] = side[i][: max(len(side[i]) - missing, cfg.length_min // 3)]
+            self._truncate(side, cfg.truncate_fraction / 2)
         # Randomise which side is which, so the encoder never learns a role.
         swap = rng.random(n) < 0.5
         a = [y if s else x for x, y, s in zip(seq_a, seq_b, swap.tolist())]
         b = [x if s else y for x, y, s in zip(seq_a, seq_b, swap.tolist())]
         return PairBatch(a, b, levenshtein_pairs(a, b), kind)
 
-    def _channel(
-        self, codes: np.ndarray, lengths: np.ndarray, error: np.ndarray, which: np.ndarray
-    ) -> list[str]:
-        """Pass the sequences where ``which`` through the channel at their pair's error rate."""
-        out = decode_flat(codes, lengths)
-        idx = np.flatnonzero(which)
-        if len(idx) == 0:
-            return out
-        # Pairs are grouped into error-rate bins: one vectorised channel call per bin.
-        bins = np.minimum(
-            (error[idx] / max(self.config.max_error, 1e-9) * self.config.error_bins).astype(int),
-            self.config.error_bins - 1,
-        )
+
+class GroupSampler(_ChannelDraws):
+    """Groups of ``group_size`` sequences of one strand, with every pair inside a group.
+
+    One forward pass embeds ``n`` sequences and trains on ``m(m-1)/2`` pairs per
+    group of ``m`` plus one cross-group (unrelated) pair per sequence: several
+    times more labelled pairs per unit of compute than independent pairs. Members
+    are the strand itself, reads through the channel at their own error rate, or
+    k-edit variants (``member_mix``); pairs among variants reach the middle range
+    (40-80 edits) that independent near pairs rarely cover. A random subset of
+    groups carries the batch's shared primers, so some unrelated pairs share flanks.
+    """
+
+    def sample_train(self, n_seqs: int) -> TrainBatch:
+        cfg, rng = self.config, self.rng
+        m = cfg.group_size
+        groups = max(2, n_seqs // m)
+        n = groups * m
+        lengths = rng.integers(cfg.length_min, cfg.length_max + 1, size=groups)
+        strands = rng.integers(0, 4, size=int(lengths.sum()), dtype=np.uint8)
+        # Shared primers on a random subset of groups.
+        primer_len = int(rng.integers(cfg.primer_length_min, cfg.primer_length_max + 1))
+        left, right = (rng.integers(0, 4, size=primer_len, dtype=np.uint8) for _ in range(2))
         starts = offsets(lengths)
-        for b in np.unique(bins).tolist():
-            members = idx[bins == b]
-            rate = (b + 0.5) / self.config.error_bins * self.config.max_error
-            channel = self._mix_at(rate)
-            sub_lengths = lengths[members]
-            seg = segment_ids(sub_lengths)
-            within = np.arange(int(sub_lengths.sum())) - offsets(sub_lengths)[seg]
-            src = codes[starts[members][seg] + within]
-            sent = transmit(src, sub_lengths, channel, self.rng)
-            for i, s in zip(members.tolist(), decode_flat(sent.codes, sent.lengths)):
-                out[i] = s
-        return out
+        for g in np.flatnonzero(rng.random(groups) < cfg.primer_fraction).tolist():
+            s, e = starts[g], starts[g] + lengths[g]
+            strands[s : s + primer_len] = left
+            strands[e - primer_len : e] = right
+        group = np.repeat(np.arange(groups), m)
+        member_lengths = lengths[group]
+        seg = segment_ids(member_lengths)
+        within = np.arange(int(member_lengths.sum())) - offsets(member_lengths)[seg]
+        codes = strands[starts[group][seg] + within]
+        roles = np.array(MEMBER_ROLES)
+        weights = np.array([cfg.member_mix.get(r, 0.0) for r in MEMBER_ROLES], dtype=np.float64)
+        role = rng.choice(len(roles), size=n, p=weights / weights.sum())
+        error = rng.random(n) * cfg.max_error
+        seqs = self._channel(codes, member_lengths, error, role == MEMBER_ROLES.index("read"))
+        for i in np.flatnonzero(role == MEMBER_ROLES.index("variant")).tolist():
+            seqs[i] = self._edit(seqs[i], int(rng.integers(1, cfg.variant_max_edits + 1)))
+        self._truncate(seqs, cfg.truncate_fraction)
+        # Every pair within a group, and one partner in another group per sequence.
+        iu, ju = np.triu_indices(m, k=1)
+        base = (np.arange(groups) * m)[:, None]
+        left_idx = (base + iu[None, :]).ravel()
+        right_idx = (base + ju[None, :]).ravel()
+        other = (group + rng.integers(1, groups, size=n)) % groups
+        cross = other * m + rng.integers(0, m, size=n)
+        left_idx = np.concatenate([left_idx, np.arange(n)])
+        right_idx = np.concatenate([right_idx, cross])
+        distance = levenshtein_pairs([seqs[i] for i in left_idx.tolist()],
+                                     [seqs[j] for j in right_idx.tolist()])
+        return TrainBatch(seqs, left_idx.astype(np.int64), right_idx.astype(np.int64), distance)
 
-    def _mix_at(self, rate: float) -> Channel:
-        """A published error mix (chosen at random) scaled to ``rate`` errors per nt."""
-        mix = self.mixes[int(self.rng.integers(len(self.mixes)))]
-        return dataclasses.replace(mix.scaled(rate / mix.total_rate), name=f"pairs@{rate:.3f}")
 
-    def _edit(self, seq: str, k: int) -> str:
-        """``seq`` with ``k`` random single-base edits (substitution, insertion or deletion)."""
-        rng = self.rng
-        chars = list(seq)
-        ops = rng.integers(0, 3, size=k)
-        for op in ops.tolist():
-            if not chars:
-                chars.append("ACGT"[int(rng.integers(4))])
-                continue
-            i = int(rng.integers(len(chars)))
-            if op == 0:
-                chars[i] = "ACGT".replace(chars[i], "")[int(rng.integers(3))]
-            elif op == 1:
-                chars.insert(i, "ACGT"[int(rng.integers(4))])
-            else:
-                del chars[i]
-        return "".join(chars)
+def make_sampler(config: PairConfig, seed: int | list[int]) -> PairSampler | GroupSampler:
+    """The training sampler the config asks for (groups when ``group_size`` >= 2)."""
+    return GroupSampler(config, seed) if config.group_size >= 2 else PairSampler(config, seed)

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from dnaembed.comm import CommSettings, wrap_ddp
-from dnaembed.distributed import DistContext, setup, teardown
+from dnaembed.distributed import DistContext, broadcast_object, setup, teardown
 from dnaembed.errors import DnaembedError
 from dnaembed.log import logger, progress_bar
 from dnaembed.losses import get_loss
@@ -43,7 +43,7 @@ from dnaembed.model import (
     save_checkpoint,
     squared_distance,
 )
-from dnaembed.pairs import PairBatch, PairConfig, PairSampler
+from dnaembed.pairs import PairBatch, PairConfig, PairSampler, make_sampler
 
 
 @dataclass
@@ -57,7 +57,7 @@ class OptimConfig:
     schedule: str = "cosine"
     warmup_steps: int = 200
     min_lr_factor: float = 0.05
-    batch_size: int = 256
+    batch_size: int = 512  # sequences embedded per step (and per rank)
     steps: int = 10000
     grad_clip: float = 10.0
     val_pairs: int = 4000
@@ -177,7 +177,7 @@ def config_to_toml(config: TrainConfig) -> str:
 class _Prefetcher:
     """Draws batches in a background thread so that label generation overlaps the step."""
 
-    def __init__(self, sampler: PairSampler, batch_size: int, window: int, depth: int) -> None:
+    def __init__(self, sampler, batch_size: int, window: int, depth: int) -> None:
         self.sampler, self.batch_size, self.window = sampler, batch_size, window
         self.depth = depth
         self.sample_seconds = 0.0
@@ -190,11 +190,11 @@ class _Prefetcher:
 
     def _draw(self):
         t = time.perf_counter()
-        batch = self.sampler.sample(self.batch_size)
-        a, b = batch.padded(self.window)
+        batch = self.sampler.sample_train(self.batch_size)
+        codes = batch.padded(self.window)
         self.sample_seconds += time.perf_counter() - t
-        self.samples += len(batch)
-        return a, b, batch.distance
+        self.samples += batch.pairs
+        return codes, batch.left, batch.right, batch.distance
 
     def _run(self) -> None:
         try:
@@ -271,6 +271,23 @@ class TrainResult:
     timing: dict = field(default_factory=dict)
 
 
+def _keep_freed_memory() -> None:
+    """Ask glibc to keep freed blocks instead of returning them to the OS.
+
+    Every step allocates and frees the same large activations; with glibc's
+    defaults each one is a fresh mmap and page faults cost ~15% of a CPU step.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        libc.mallopt(m_mmap_threshold, 1 << 30)
+        libc.mallopt(m_trim_threshold, 1 << 30)
+    except (OSError, AttributeError):
+        pass  # not glibc: nothing to tune
+
+
 def train(
     config: TrainConfig,
     out_dir: str | Path,
@@ -286,6 +303,7 @@ def train(
     """
     from dnaembed.model import resolve_device
 
+    _keep_freed_memory()
     ctx = setup(resolve_device(device))
     try:
         return _train(config, Path(out_dir), ctx, resume, max_seconds)
@@ -307,13 +325,13 @@ def _train(
         start_step, best_metric = _restore(out_dir / "last.pt", model, optimizer, ctx)
     ddp_model, comm = wrap_ddp(model, ctx, config.distributed)
     loss_fn = get_loss(cfg.loss)
-    sampler = PairSampler(config.pairs, seed=[config.seed, ctx.rank, start_step])
+    sampler = make_sampler(config.pairs, seed=[config.seed, ctx.rank, start_step])
     prefetch = _Prefetcher(sampler, cfg.batch_size, config.model.window, cfg.prefetch)
     val = validation_set(config) if ctx.is_main else None
     if ctx.is_main:
         (out_dir / "config.toml").write_text(config_to_toml(config))
         logger.info(
-            "training %s: %d parameters, %d steps of %d pairs x %d rank(s) x %d accumulation, "
+            "training %s: %d parameters, %d steps of %d sequences x %d rank(s) x %d accumulation, "
             "loss %s, device %s",
             config.name,
             count_parameters(model),
@@ -345,9 +363,11 @@ def _train(
             t_step = time.perf_counter()
             for micro in range(accum):
                 t_wait = time.perf_counter()
-                a, b, dist_true = prefetch.next()
+                codes, left, right, dist_true = prefetch.next()
                 wait_seconds += time.perf_counter() - t_wait
-                both = torch.from_numpy(np.concatenate([a, b])).to(ctx.device, non_blocking=True)
+                seqs = torch.from_numpy(codes).to(ctx.device, non_blocking=True)
+                left = torch.from_numpy(left).to(ctx.device)
+                right = torch.from_numpy(right).to(ctx.device)
                 target = torch.from_numpy(dist_true).to(ctx.device)
                 sync = (
                     contextlib.nullcontext()
@@ -355,8 +375,8 @@ def _train(
                     else ddp_model.no_sync()
                 )
                 with sync:
-                    emb = ddp_model(both)
-                    pred = squared_distance(emb[: len(a)], emb[len(a) :])
+                    emb = ddp_model(seqs)
+                    pred = squared_distance(emb[left], emb[right])
                     loss = loss_fn(pred, target).mean() / accum
                     loss.backward()
             if cfg.grad_clip > 0:
@@ -385,7 +405,7 @@ def _train(
                     loss=running,
                     lr=lr,
                     seconds=round(time.perf_counter() - t0, 2),
-                    pairs_seen=done * cfg.batch_size * ctx.world_size * accum,
+                    seqs_seen=done * cfg.batch_size * ctx.world_size * accum,
                     **_timing(
                         prefetch,
                         step_seconds,
@@ -465,20 +485,24 @@ def _timing(
     wait_seconds: float,
     steps: int,
     comm,
-    pairs_per_step: int,
+    seqs_per_step: int,
 ) -> dict:
     steps = max(steps, 1)
     sampler_rate = prefetch.samples / prefetch.sample_seconds if prefetch.sample_seconds else 0.0
-    payload, raw, busy = comm.snapshot()
+    comm_per_step = comm.per_step(steps)
+    step_ms = 1000 * step_seconds / steps
+    wait_ms = 1000 * wait_seconds / steps
+    # A step = waiting for pairs + communication the backward pass did not hide
+    # (incl. waiting for the slowest rank) + compute (forward, backward, optimizer).
+    comm_ms = comm_per_step["comm_exposed_ms"]
     return {
-        "time_step_ms": 1000 * step_seconds / steps,
-        "time_wait_ms": 1000 * wait_seconds / steps,
-        "train_pairs_per_s": pairs_per_step * steps / step_seconds if step_seconds else 0.0,
+        "time_step_ms": step_ms,
+        "time_wait_ms": wait_ms,
+        "time_comm_ms": comm_ms,
+        "time_compute_ms": max(0.0, step_ms - wait_ms - comm_ms),
+        "train_seqs_per_s": seqs_per_step * steps / step_seconds if step_seconds else 0.0,
         "sampler_pairs_per_s": sampler_rate,
-        "comm_bytes_per_step": payload / steps,
-        "comm_raw_bytes_per_step": raw / steps,
-        "comm_busy_ms": 1000 * busy / steps,
-        "comm_compression": raw / payload if payload else 1.0,
+        **comm_per_step,
     }
 
 
@@ -492,18 +516,33 @@ def _training_record(config: TrainConfig, ctx: DistContext, step: int) -> dict:
 
 
 def _restore(path: Path, model: Encoder, optimizer, ctx: DistContext) -> tuple[int, float]:
-    if not path.is_file():
-        raise DnaembedError(f"--resume: {path} does not exist (nothing to resume)")
-    ckpt = load_checkpoint(path, device=ctx.device)
-    if ckpt.model.config != model.config:
-        raise DnaembedError(f"--resume: {path} was trained with a different model config")
-    model.load_state_dict(ckpt.model.state_dict())
-    extra = ckpt.extra_state or {}
+    # Rank 0 reads last.pt and hands it to the other ranks: on several machines only
+    # rank 0's run directory holds it, and a bad file fails every rank alike (no hang).
+    state: tuple = ("error", "")
+    if ctx.is_main:
+        try:
+            if not path.is_file():
+                raise DnaembedError(f"--resume: {path} does not exist (nothing to resume)")
+            ckpt = load_checkpoint(path, device="cpu")
+            if ckpt.model.config != model.config:
+                raise DnaembedError(f"--resume: {path} was trained with a different model config")
+            state = ("ok", ckpt.model.state_dict(), ckpt.extra_state or {})
+        except DnaembedError as e:
+            state = ("error", str(e))
+    state = broadcast_object(ctx, state)
+    if state[0] == "error":
+        raise DnaembedError(state[1])
+    _, weights, extra = state
+    model.load_state_dict(weights)
     if "optimizer" in extra:
         optimizer.load_state_dict(extra["optimizer"])
     step = int(extra.get("step", 0))
     if ctx.is_main:
-        logger.info("resuming from %s at step %d", path, step)
+        saved_world = (ckpt.training or {}).get("world_size", 1)
+        logger.info(
+            "resuming from %s at step %d (saved by %s rank(s), resumed on %d)",
+            path, step, saved_world, ctx.world_size,
+        )
     return step, float(extra.get("best_metric", math.inf))
 
 

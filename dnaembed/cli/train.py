@@ -84,6 +84,7 @@ def train(
     threads,
 ) -> None:
     """Train the encoder on pairs drawn from the channel (DDP under torchrun)."""
+    from dnaembed.distributed import is_main_rank, local_share_of_cores
     from dnaembed.log import set_threads
     from dnaembed.train import load_config
     from dnaembed.train import train as run_training
@@ -108,8 +109,10 @@ def train(
 
         launch_local(nproc, sys.argv[1:])
         return
-    set_threads(threads or None)
+    set_threads(threads or local_share_of_cores())
     result = run_training(config, out_dir, device=device, resume=resume, max_seconds=max_seconds)
+    if not is_main_rank():
+        return
     best = {"mae_near": float("nan"), "bias_near": float("nan"), "spearman": float("nan"),
             **result.best}
     echo_result(

@@ -1,0 +1,110 @@
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from dnaembed.embed import EmbedStats, embed_codes, embed_sequences
+from dnaembed.errors import DnaembedError
+from dnaembed.model import (
+    Encoder,
+    EncoderConfig,
+    load_checkpoint,
+    load_model,
+    save_checkpoint,
+    squared_distance,
+)
+
+
+@pytest.fixture
+def small():
+    torch.manual_seed(0)
+    return Encoder(EncoderConfig(window=64, channels=[8, 8, 8], embedding_dim=16)).eval()
+
+
+def test_reference_config_is_cnn_ed_5():
+    cfg = EncoderConfig()
+    assert cfg.channels == [64] * 5 and cfg.kernel_size == 3 and cfg.embedding_dim == 80
+    assert cfg.window == 160 and cfg.scale == pytest.approx(2**-0.5)
+    out = Encoder(cfg).eval()(torch.full((2, 160), 5, dtype=torch.uint8))
+    assert out.shape == (2, 80)
+
+
+def test_checkpoint_round_trip_gives_identical_embeddings(small, tmp_path):
+    seqs = ["ACGT" * 10, "GGGTTTAAACCC" * 3, "NNNNACGT"]
+    before = embed_sequences(small, seqs)
+    path = tmp_path / "m.pt"
+    save_checkpoint(path, small, metrics={"mae_near": 1.5})
+    ckpt = load_checkpoint(path)
+    after = embed_sequences(ckpt.model, seqs)
+    assert np.array_equal(before, after)
+    assert ckpt.metrics == {"mae_near": 1.5}
+    assert ckpt.model.config == small.config
+
+
+def test_tampered_checkpoint_is_refused(small, tmp_path):
+    path = tmp_path / "m.pt"
+    save_checkpoint(path, small)
+    payload = torch.load(path, weights_only=True)
+    name = next(iter(payload["state_dict"]))
+    payload["state_dict"][name] = payload["state_dict"][name] + 1.0
+    torch.save(payload, path)
+    with pytest.raises(DnaembedError, match="do not match their checksum"):
+        load_checkpoint(path)
+
+
+class _Exploit:
+    def __reduce__(self):
+        return (print, ("code ran",))
+
+
+def test_foreign_and_code_carrying_files_are_refused(tmp_path, capsys):
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.zeros(3)}, foreign)
+    with pytest.raises(DnaembedError, match="not a dnaembed model file"):
+        load_checkpoint(foreign)
+    evil = tmp_path / "evil.pt"
+    with open(evil, "wb") as fh:
+        pickle.dump({"format": _Exploit()}, fh)
+    with pytest.raises(DnaembedError, match="refused by the safe loader"):
+        load_checkpoint(evil)
+    assert "code ran" not in capsys.readouterr().out
+    text = tmp_path / "text.pt"
+    text.write_text("hello")
+    with pytest.raises(DnaembedError, match="not a loadable dnaembed model"):
+        load_checkpoint(text)
+    with pytest.raises(DnaembedError, match="no such model file"):
+        load_model(tmp_path / "missing.pt")
+
+
+def test_wrong_window_and_empty_batches(small):
+    with pytest.raises(DnaembedError, match=r"expects \(batch, 64\)"):
+        small(torch.zeros(2, 32, dtype=torch.uint8))
+    with pytest.raises(DnaembedError, match="codes must be"):
+        embed_codes(small, np.zeros((2, 10), dtype=np.uint8))
+    assert embed_sequences(small, []).shape == (0, 16)
+
+
+def test_long_reads_keep_their_start_and_are_counted(small):
+    stats = EmbedStats()
+    long_read = "ACGT" * 30  # 120 > window 64
+    a = embed_sequences(small, [long_read, long_read[:64]], stats=stats)
+    assert stats.reads == 2 and stats.truncated == 1
+    assert np.allclose(a[0], a[1])
+
+
+def test_n_bases_and_lower_case_embed(small):
+    a = embed_sequences(small, ["ACGTNNNNACGT", "ACGTACGTACGT", ""])
+    assert np.isfinite(a).all()
+    assert not np.allclose(a[0], a[1])
+
+
+def test_identical_reads_have_zero_distance(small):
+    e = torch.from_numpy(embed_sequences(small, ["ACGTAC" * 8] * 2))
+    assert float(squared_distance(e[0], e[1])) == 0.0
+
+
+def test_bundled_model_loads():
+    ckpt = load_model(None)
+    assert ckpt.model.config.window >= 160
+    assert embed_sequences(ckpt.model, ["ACGT" * 37]).shape == (1, ckpt.model.config.embedding_dim)

@@ -1,0 +1,56 @@
+import json
+
+import pytest
+
+from conftest import assert_clean_error, run_cli
+from dnaembed.errors import DnaembedError
+from dnaembed.model import load_checkpoint
+from dnaembed.train import load_config, train
+
+TINY = [
+    "model.window=128", "model.channels=[16,16,16,16]", "model.embedding_dim=32",
+    "pairs.length_min=80", "pairs.length_max=110", "train.batch_size=64",
+    "train.val_pairs=400", "train.warmup_steps=20", "train.prefetch=0", "train.lr=0.003",
+]
+
+
+def test_short_training_run_lowers_validation_error(tmp_path):
+    config = load_config(None, TINY + ["train.steps=240", "train.val_every=40",
+                                       "train.loss=\"poisson\""])
+    result = train(config, tmp_path, device="cpu")
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    first, best = lines[0]["mae_near"], min(x["mae_near"] for x in lines)
+    assert best < 0.75 * first, (first, best)
+    assert result.best["mae_near"] == best
+    for name in ("best.pt", "last.pt", "config.toml", "validation.png"):
+        assert (tmp_path / name).is_file()
+    assert load_checkpoint(tmp_path / "best.pt").metrics["mae_near"] == best
+
+
+def test_resume_continues_from_last_step(tmp_path):
+    config = load_config(None, TINY + ["train.steps=40", "train.val_every=20"])
+    train(config, tmp_path, device="cpu")
+    config = load_config(None, TINY + ["train.steps=60", "train.val_every=20"])
+    result = train(config, tmp_path, device="cpu", resume=True)
+    steps = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [20, 40, 60]
+    assert result.steps == 60
+
+
+def test_config_errors_are_clear(tmp_path):
+    with pytest.raises(DnaembedError, match=r"unknown \[model\] settings: colour"):
+        load_config(None, ["model.colour=1"])
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[model\nwindow=3")
+    with pytest.raises(DnaembedError, match="not valid TOML"):
+        load_config(bad)
+
+
+def test_train_cli_and_bad_device(tmp_path):
+    args = ["train", "-o", str(tmp_path / "run"), "--steps", "10", "-q"]
+    args += [a for item in TINY + ["train.val_every=10"] for a in ("--set", item)]
+    proc = run_cli(*args, check=True)
+    assert "best val MAE" in proc.stdout.decode()
+    assert_clean_error(run_cli(*args, "--device", "tpu"), "unknown device 'tpu'")
+    assert_clean_error(run_cli("train", "--config", str(tmp_path / "nope.toml")),
+                       "no such config file")
