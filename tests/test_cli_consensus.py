@@ -1,0 +1,133 @@
+"""`dnaembed consensus` end to end: the real CLI in a subprocess, real files."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import assert_clean_error, run_cli
+
+from dnaembed.encoding import reverse_complement
+from dnaembed.io import read_sequences, read_table
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    """A small nanopore set in both orientations, some reads truncated, with its truth."""
+    d = tmp_path_factory.mktemp("sim")
+    run_cli(
+        "simulate", "-o", str(d / "s"), "--strands", "60", "--preset", "illumina-array",
+        "--reverse-fraction", "0.5", "--truncate-fraction", "0.1", "--mean-coverage", "8",
+        "--coverage", "fixed", "-q", check=True,
+    )
+    return d
+
+
+def _exact(refs_path, strands_path) -> float:
+    refs = read_sequences(refs_path)
+    ref = dict(zip(refs.ids, refs.seqs))
+    out = read_sequences(strands_path)
+    hits = sum(ref[i] in (s, reverse_complement(s)) for i, s in zip(out.ids, out.seqs))
+    return hits / len(refs)
+
+
+def test_truth_as_clusters_recovers_the_strands(simulated):
+    d = simulated
+    out, report = d / "strands.fasta", d / "report.tsv"
+    proc = run_cli(
+        "consensus", str(d / "s.fastq.gz"), str(d / "s.truth.tsv"), "-o", str(out),
+        "--length", "150", "--report", str(report), check=True,
+    )
+    assert b"60 strands from 480 reads" in proc.stdout
+    assert _exact(d / "s.refs.fasta", out) >= 0.95
+    strands = read_sequences(out)
+    # The truth table's orientation column puts every strand in its design orientation.
+    designs = read_sequences(d / "s.refs.fasta")
+    refs = dict(zip(designs.ids, designs.seqs))
+    assert sum(refs[i] == s for i, s in zip(strands.ids, strands.seqs)) >= 57
+    rows = read_table(report)
+    assert len(rows) == 60 and all(int(r[1]) == 8 for r in rows)
+    assert report.read_text().splitlines()[1].startswith("#cluster_id\tsize\tconfidence")
+    header = out.read_text().splitlines()[0]
+    assert "size=8 confidence=" in header and "distance=" in header
+
+
+def test_inferred_orientation_stdout_and_same_output_twice(simulated):
+    d = simulated
+    args = ("consensus", str(d / "s.fastq.gz"), str(d / "s.truth.tsv"), "--orientation",
+            "infer", "--seed", "5", "-q")
+    first = run_cli(*args, check=True)
+    second = run_cli(*args, "-t", "2", check=True)
+    assert first.stdout == second.stdout
+    assert first.stdout.startswith(b">strand")
+    (d / "inferred.fasta").write_bytes(first.stdout)
+    assert _exact(d / "s.refs.fasta", d / "inferred.fasta") >= 0.95
+
+
+def test_medoid_only_and_min_size(simulated, tmp_path):
+    d = simulated
+    out = tmp_path / "m.fasta.gz"
+    run_cli("consensus", str(d / "s.fastq.gz"), str(d / "s.truth.tsv"), "--medoid-only",
+            "-o", str(out), "-q", check=True)
+    medoids = read_sequences(out)
+    reads = set(read_sequences(d / "s.fastq.gz").seqs)
+    assert len(medoids) == 60
+    # Medoids are reads (in the strand's orientation).
+    assert all(s in reads or reverse_complement(s) in reads for s in medoids.seqs)
+    proc = run_cli("consensus", str(d / "s.fastq.gz"), str(d / "s.truth.tsv"), "--min-size",
+                   "9", "-o", str(tmp_path / "none.fasta"), check=True)
+    assert b"0 strands" in proc.stdout
+    assert (tmp_path / "none.fasta").read_text() == ""
+
+
+def test_unknown_reads_in_the_table_are_an_error_without_output(simulated, tmp_path):
+    d = simulated
+    table = tmp_path / "c.tsv"
+    table.write_text((d / "s.truth.tsv").read_text() + "ghost\tstrand00001\t+\n")
+    out = tmp_path / "out.fasta"
+    proc = run_cli("consensus", str(d / "s.fastq.gz"), str(table), "-o", str(out))
+    err = assert_clean_error(proc, "read ghost: not in the reads file")
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [table]  # no temporary left behind either
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("read000000 strand1\n", "expected at least 2 tab-separated columns"),
+        ("read000000\tstrand1\nread000000\tstrand2\n", "read000000: listed twice"),
+    ],
+)
+def test_malformed_tables(simulated, tmp_path, content, fragment):
+    table = tmp_path / "c.tsv"
+    table.write_text(content)
+    out = tmp_path / "out.fasta"
+    proc = run_cli("consensus", str(simulated / "s.fastq.gz"), str(table), "-o", str(out))
+    assert_clean_error(proc, fragment)
+    assert not out.exists()
+
+
+def test_missing_inputs_and_unwritable_output(simulated, tmp_path):
+    d = simulated
+    proc = run_cli("consensus", str(tmp_path / "nope.fq"), str(d / "s.truth.tsv"))
+    assert_clean_error(proc, "nope.fq: no such file")
+    proc = run_cli("consensus", str(d / "s.fastq.gz"), str(tmp_path / "nope.tsv"))
+    assert_clean_error(proc, "nope.tsv: no such file")
+    proc = run_cli("consensus", str(d / "s.fastq.gz"), str(d / "s.truth.tsv"),
+                   "-o", str(tmp_path / "no" / "dir.fasta"))
+    assert_clean_error(proc, "does not exist")
+    proc = run_cli("consensus", "-", "-")
+    assert_clean_error(proc, "cannot both be standard input")
+
+
+def test_empty_inputs_give_an_empty_fasta(tmp_path):
+    reads, table, out = tmp_path / "r.fq", tmp_path / "c.tsv", tmp_path / "o.fasta"
+    reads.write_text("")
+    table.write_text("#read_id\tcluster_id\n")
+    proc = run_cli("consensus", str(reads), str(table), "-o", str(out), check=True)
+    assert b"0 strands from 0 reads" in proc.stdout
+    assert out.read_text() == ""
+    # Reads but an empty table: every read is in no cluster.
+    reads = tmp_path / "r.fasta"
+    reads.write_text(">a\nACGT\n>b\nACGA\n")
+    proc = run_cli("consensus", str(reads), str(table), "-o", str(out), check=True)
+    assert b"0 strands from 2 reads" in proc.stdout
