@@ -87,6 +87,24 @@ def one_hot_table() -> torch.Tensor:
     return table
 
 
+class PairPool(nn.Module):
+    """Pool non-overlapping pairs of positions (mean or max); floor on odd lengths.
+
+    Same result as AvgPool1d(2) / MaxPool1d(2), but as two strided views and
+    one elementwise op: PyTorch's CPU avg_pool1d runs through a 2-D pooling
+    kernel that took a third of the encoder's inference time.
+    """
+
+    def __init__(self, mode: str = "avg") -> None:
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        even = x.shape[-1] - x.shape[-1] % 2
+        a, b = x[..., 0:even:2], x[..., 1:even:2]
+        return (a + b) * 0.5 if self.mode == "avg" else torch.maximum(a, b)
+
+
 class Encoder(nn.Module):
     """CNN encoder: ``(batch, window)`` uint8 codes -> ``(batch, D)`` embeddings."""
 
@@ -107,7 +125,7 @@ class Encoder(nn.Module):
                 in_ch = out_ch
             layers += [
                 nn.Conv1d(in_ch, out_ch, config.kernel_size, padding=pad, dilation=dil),
-                nn.AvgPool1d(2) if config.pool == "avg" else nn.MaxPool1d(2),
+                PairPool(config.pool),
                 nn.ReLU(),
             ]
             in_ch, length = out_ch, length // 2

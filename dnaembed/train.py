@@ -244,8 +244,8 @@ def predict_pairs(model: Encoder, batch: PairBatch, batch_size: int = 2048) -> n
     from dnaembed.embed import embed_codes
 
     a, b = batch.padded(model.config.window)
-    ea = embed_codes(model, a, batch_size=batch_size)
-    eb = embed_codes(model, b, batch_size=batch_size)
+    ea = embed_codes(model, a, batch_size=batch_size, precision="float32")
+    eb = embed_codes(model, b, batch_size=batch_size, precision="float32")
     return ((ea - eb) ** 2).sum(axis=1)
 
 
