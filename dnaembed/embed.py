@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dnaembed.encoding import encode_flat, to_padded
+from dnaembed.encoding import encode_padded
 from dnaembed.errors import DnaembedError
 from dnaembed.model import Encoder
 
@@ -53,6 +53,12 @@ class EmbedStats:
     truncated: int = 0
 
 
+def default_batch_size(device: torch.device) -> int:
+    """Reads per forward pass: small on CPU, where a batch's activations must stay in
+    cache (256 measured 2.5x faster than 4096 in float32 on one core), large on GPU."""
+    return 4096 if device.type == "cuda" else 256
+
+
 def _autocast(device: torch.device, precision: str):
     precision = resolve_precision(precision, device)
     if precision == "float32":
@@ -67,7 +73,7 @@ def embed_codes(
     model: Encoder,
     codes: np.ndarray,
     *,
-    batch_size: int = 4096,
+    batch_size: int | None = None,
     precision: str = "auto",
 ) -> np.ndarray:
     """Embed a ``(n, window)`` code matrix; returns float32 ``(n, D)``."""
@@ -76,6 +82,7 @@ def embed_codes(
             f"codes must be (n, {model.config.window}) for this model, got {codes.shape}"
         )
     device = next(model.parameters()).device
+    batch_size = batch_size or default_batch_size(device)
     model.eval()
     out = np.empty((len(codes), model.config.embedding_dim), dtype=np.float32)
     with _autocast(device, precision):
@@ -89,7 +96,7 @@ def embed_sequences(
     model: Encoder,
     seqs: Sequence[str],
     *,
-    batch_size: int = 4096,
+    batch_size: int | None = None,
     precision: str = "auto",
     stats: EmbedStats | None = None,
 ) -> np.ndarray:
@@ -102,10 +109,10 @@ def embed_sequences(
         return np.zeros((0, model.config.embedding_dim), dtype=np.float32)
     out = np.empty((len(seqs), model.config.embedding_dim), dtype=np.float32)
     # Encode in slices so that memory stays bounded by the slice, not the input.
-    step = max(batch_size, 1) * 4
+    step = 16384
     for start in range(0, len(seqs), step):
         chunk = seqs[start : start + step]
-        codes = to_padded(*encode_flat(chunk), window)
+        codes = encode_padded(chunk, window)
         out[start : start + len(chunk)] = embed_codes(
             model, codes, batch_size=batch_size, precision=precision
         )
@@ -116,7 +123,7 @@ def iter_embeddings(
     model: Encoder,
     chunks: Iterator[Sequence[str]],
     *,
-    batch_size: int = 4096,
+    batch_size: int | None = None,
     precision: str = "auto",
     stats: EmbedStats | None = None,
 ) -> Iterator[np.ndarray]:

@@ -27,7 +27,7 @@ from rapidfuzz.distance import Levenshtein as RFLevenshtein
 from rapidfuzz.process import cpdist
 
 from dnaembed.channel import PRESETS, Channel, transmit
-from dnaembed.encoding import decode_flat, encode_flat, offsets, segment_ids, to_padded
+from dnaembed.encoding import decode_flat, encode_padded, offsets, segment_ids
 from dnaembed.errors import DnaembedError
 
 KINDS = ("read-read", "strand-read", "variant", "unrelated")
@@ -93,7 +93,7 @@ class PairBatch:
 
     def padded(self, window: int) -> tuple[np.ndarray, np.ndarray]:
         """Both sides as ``(n, window)`` code matrices for the encoder."""
-        return (to_padded(*encode_flat(self.a), window), to_padded(*encode_flat(self.b), window))
+        return encode_padded(self.a, window), encode_padded(self.b, window)
 
 
 @dataclass
@@ -110,7 +110,7 @@ class TrainBatch:
         return len(self.left)
 
     def padded(self, window: int) -> np.ndarray:
-        return to_padded(*encode_flat(self.seqs), window)
+        return encode_padded(self.seqs, window)
 
     @classmethod
     def from_pairs(cls, batch: PairBatch) -> TrainBatch:

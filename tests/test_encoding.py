@@ -32,3 +32,10 @@ def test_padding_and_window_cut():
     assert m.shape == (2, 5)
     assert m[0].tolist() == [0, 1, 2, 3, PAD_CODE]
     assert m[1].tolist() == [0, 0, 0, 0, 0]
+
+
+def test_encode_padded_matches_flat_path():
+    from dnaembed.encoding import encode_padded
+
+    seqs = ["ACGTN", "", "acgtacgtacgt", "T" * 9]
+    assert (encode_padded(seqs, 8) == to_padded(*encode_flat(seqs), 8)).all()
