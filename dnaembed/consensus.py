@@ -270,6 +270,40 @@ def consensus_strands(
     return out
 
 
+def write_strands(
+    path: str | os.PathLike, strands: Sequence[ConsensusStrand], *, medoid_only: bool = False
+) -> None:
+    """FASTA of the strands (atomic): name = cluster id, description = size and confidence.
+
+    ``medoid_only``: write each cluster's medoid (the baseline) instead.
+    """
+    from dnaembed.io import write_sequences
+
+    names = [f"{s.cluster_id} {s.description()}" for s in strands]
+    write_sequences(path, names, [s.medoid if medoid_only else s.sequence for s in strands])
+
+
+def write_strand_report(
+    path: str | os.PathLike,
+    strands: Sequence[ConsensusStrand],
+    *,
+    header: str | None = None,
+    medoid_only: bool = False,
+) -> None:
+    """One TSV row per strand: cluster id, size, confidence, agreement, distance, length, ..."""
+    from dnaembed.io import write_tsv
+
+    columns = ["cluster_id", "size", "confidence", "agreement", "distance", "length",
+               "reversed_reads", "iterations"]
+    rows = [
+        (s.cluster_id, s.size, f"{s.confidence:.4f}", f"{s.agreement:.4f}",
+         f"{s.mean_distance:.3f}", len(s.medoid if medoid_only else s.sequence),
+         s.reversed_reads, s.iterations)
+        for s in strands
+    ]
+    write_tsv(path, columns, rows, header=header)
+
+
 @dataclass
 class _Chunk:
     """Consensus work for a run of clusters, and what comes back (pickled to workers)."""

@@ -114,7 +114,8 @@ def vector_throughput(dim: int, repeats: int = 5) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=[None], help="checkpoints (default: bundled)")
+    parser.add_argument("--models", nargs="*", default=[None],
+                        help="checkpoints (default: bundled)")
     parser.add_argument("--pairs", type=int, default=20_000)
     parser.add_argument("--auc-strands", type=int, default=5000)
     parser.add_argument("--threads", type=int, default=0)
@@ -147,7 +148,8 @@ def main() -> int:
             fp32 = embed_throughput(model, speed_seqs, "float32")
             bf16 = embed_throughput(model, speed_seqs, "bfloat16")
         cfg = model.config
-        desc = f"{cfg.name} ch={cfg.channels} k={cfg.kernel_size} D={cfg.embedding_dim} W={cfg.window}"
+        desc = (f"{cfg.name} ch={cfg.channels} k={cfg.kernel_size} D={cfg.embedding_dim} "
+                f"W={cfg.window}")
         print(f"| {path or 'bundled'} | {desc} | {count_parameters(model):,} | {m['mae_near']:.3f} "
               f"| {m['bias_near']:+.3f} | {m['spearman']:.4f} | {auc[False]:.5f} | "
               f"{auc[True]:.5f} | {fp32:,.0f} | {bf16:,.0f} |")

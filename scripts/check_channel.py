@@ -29,7 +29,8 @@ def check_presets(n_strands: int, seed: int) -> bool:
     strands = random_strands(n_strands, 150, rng)
     ok = True
     print(
-        "| preset | bases aligned | sub req | sub obs | ins req | ins obs | del req | del obs | within 10% |"
+        "| preset | bases aligned | sub req | sub obs | ins req | ins obs | del req | del obs "
+        "| within 10% |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, channel in PRESETS.items():

@@ -38,7 +38,8 @@ def test_same_seed_same_bytes_different_seed_different(tmp_path):
 
 
 def test_refs_input_including_stdin(tmp_path, write):
-    refs = write("refs.fa", ">s1\nacgtacgtacgtacgtacgtacgtacgtacgt\n>s2\nTTTTGGGGCCCCAAAATTTTGGGGCCCCAAAA\n")
+    refs = write("refs.fa", ">s1\nacgtacgtacgtacgtacgtacgtacgtacgt\n"
+                            ">s2\nTTTTGGGGCCCCAAAATTTTGGGGCCCCAAAA\n")
     run_cli("simulate", "--refs", str(refs), "-o", "r", "--coverage", "fixed",
             "--mean-coverage", "3", cwd=tmp_path, check=True)
     truth = read_table(tmp_path / "r.truth.tsv")

@@ -49,7 +49,8 @@ def test_invalid_character_names_file_record_and_id(write):
 
 def test_duplicate_ids_are_an_error(write):
     fa = write("dup.fa", ">a\nAC\n>b\nGG\n>a\nTT\n")
-    with pytest.raises(InputError, match=r"record 3 \(a\): duplicate read id \(first seen at record 1\)"):
+    expected = r"record 3 \(a\): duplicate read id \(first seen at record 1\)"
+    with pytest.raises(InputError, match=expected):
         read_sequences(fa)
 
 

@@ -1,8 +1,8 @@
 import json
 
 import pytest
-
 from conftest import assert_clean_error, run_cli
+
 from dnaembed.errors import DnaembedError
 from dnaembed.model import load_checkpoint
 from dnaembed.train import load_config, train

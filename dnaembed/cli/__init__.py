@@ -3,7 +3,16 @@
 One module per command; each registers itself on the group in :mod:`.base`.
 """
 
-from dnaembed.cli import demo, simulate, train  # noqa: F401  (register the commands)
+from dnaembed.cli import (  # noqa: F401  (register the commands)
+    cluster,
+    consensus,
+    demo,
+    embed,
+    evaluate,
+    run,
+    simulate,
+    train,
+)
 from dnaembed.cli.base import cli, main
 
 __all__ = ["cli", "main"]

@@ -114,6 +114,21 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def check_writable(*paths: str | None) -> None:
+    """Fail before the work, not after it, when an output file cannot be written."""
+    from pathlib import Path
+
+    for path in paths:
+        if path is None or str(path) == "-":
+            continue
+        where = Path(path)
+        if where.is_dir():
+            raise DnaembedError(f"{path}: cannot write: is a directory")
+        parent = where.parent if str(where.parent) else Path(".")
+        if not parent.is_dir():
+            raise DnaembedError(f"{path}: cannot write: directory {parent} does not exist")
+
+
 def echo_result(text: str) -> None:
     """Results to stdout (logs go to stderr)."""
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

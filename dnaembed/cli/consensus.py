@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from dnaembed.cli.base import cli, common_options, echo_result
+from dnaembed.cli.base import check_writable, cli, common_options, echo_result
 
 
 @cli.command()
@@ -83,31 +81,21 @@ def consensus(
     single read could overturn), agreement= and distance= (mean edit distance
     of the reads to the strand).
     """
-    from dnaembed.consensus import consensus_strands, read_cluster_table
-    from dnaembed.errors import DnaembedError, InputError
-    from dnaembed.io import (
-        command_header,
-        describe_path,
-        read_sequences,
-        write_sequences,
-        write_tsv,
+    from dnaembed.consensus import (
+        consensus_strands,
+        read_cluster_table,
+        write_strand_report,
+        write_strands,
     )
+    from dnaembed.errors import DnaembedError, InputError
+    from dnaembed.io import command_header, describe_path, read_sequences
     from dnaembed.log import logger
 
     if str(reads) == "-" and str(clusters) == "-":
         raise InputError("READS and CLUSTERS cannot both be standard input")
     if report is not None and str(report) == "-" and str(output) == "-":
         raise DnaembedError("--report and --output cannot both be standard output")
-    # Fail before the work, not after it, when an output cannot be written.
-    for target in (output, report):
-        if target is not None and str(target) != "-":
-            where = Path(target)
-            if where.is_dir():
-                raise DnaembedError(f"{target}: cannot write: is a directory")
-            if not where.parent.is_dir():
-                raise DnaembedError(
-                    f"{target}: cannot write: directory {where.parent} does not exist"
-                )
+    check_writable(output, report)
     readset = read_sequences(reads)
     table = read_cluster_table(clusters, readset.ids)
     absent = len(readset) - len(table.labels)
@@ -134,21 +122,13 @@ def consensus(
     )
     if not strands:
         logger.warning("no cluster with at least %d read(s): writing no strand", min_size)
-    sequences = [s.medoid if medoid_only else s.sequence for s in strands]
-    names = [f"{s.cluster_id} {s.description()}" for s in strands]
     params = dict(reads=reads, clusters=clusters, length=expected_length, min_size=min_size,
                   orientation=orientation, max_iterations=max_iterations,
                   medoid_only=medoid_only or None, seed=seed)
     if report:
-        columns = ["cluster_id", "size", "confidence", "agreement", "distance", "length",
-                   "reversed_reads", "iterations"]
-        rows = [
-            (s.cluster_id, s.size, f"{s.confidence:.4f}", f"{s.agreement:.4f}",
-             f"{s.mean_distance:.3f}", len(seq), s.reversed_reads, s.iterations)
-            for s, seq in zip(strands, sequences)
-        ]
-        write_tsv(report, columns, rows, header=command_header("consensus", params))
-    write_sequences(output, names, sequences)
+        write_strand_report(report, strands, header=command_header("consensus", params),
+                            medoid_only=medoid_only)
+    write_strands(output, strands, medoid_only=medoid_only)
     sure = sum(1 for s in strands if s.confidence >= 1.0)
     summary = (
         f"{len(strands)} strands from {len(readset)} reads"

@@ -1,0 +1,86 @@
+"""`dnaembed embed`."""
+
+from __future__ import annotations
+
+import click
+
+from dnaembed.cli.base import cli, common_options
+
+
+@cli.command()
+@click.argument("reads", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Embeddings .npy (one row per read); the read ids go beside it in NAME.ids.txt.",
+)
+@click.option("-m", "--model", "model_path", help="Model file (default: the bundled model).")
+@click.option(
+    "--dtype",
+    type=click.Choice(["float32", "float16"]),
+    default="float32",
+    show_default=True,
+    help="Stored precision of the vectors.",
+)
+@click.option(
+    "--device", default="auto", show_default=True, help="auto (CUDA when available), cpu, cuda."
+)
+@click.option("--batch-size", type=click.IntRange(min=1),
+              help="Reads per inference batch [default: 256 on CPU, 4096 on CUDA].")
+@click.option(
+    "--precision",
+    type=click.Choice(["auto", "float32", "bfloat16"]),
+    default="auto",
+    show_default=True,
+    help="Inference arithmetic (auto: bfloat16 where the hardware has it).",
+)
+@click.option(
+    "--chunk-size",
+    type=click.IntRange(min=1),
+    default=65536,
+    show_default=True,
+    help="Reads held in memory at once.",
+)
+@common_options
+def embed(
+    reads: str,
+    output: str,
+    model_path: str | None,
+    dtype: str,
+    device: str,
+    batch_size: int | None,
+    precision: str,
+    chunk_size: int,
+    seed: int,
+    threads: int,
+) -> None:
+    """Embed READS: squared distances between rows approximate edit distances.
+
+    Streams the input (memory bounded by --chunk-size, whatever the file
+    size). Writes OUTPUT (.npy, float32 or float16, shape reads x dim) and
+    OUTPUT's name with .ids.txt instead of .npy (one read id per line, in row
+    order). Reads longer than the model's window are embedded by their first
+    window bases; the log says how many.
+    """
+    from dnaembed.log import logger, set_threads
+    from dnaembed.model import load_model, resolve_device
+    from dnaembed.vectors import embed_file, ids_path_for
+
+    set_threads(threads)
+    checkpoint = load_model(model_path, resolve_device(device))
+    summary = embed_file(
+        reads, checkpoint.model, output, dtype=dtype, batch_size=batch_size,
+        chunk_size=chunk_size, precision=precision,
+    )
+    if summary.truncated:
+        logger.warning(
+            "%d of %d reads are longer than the model's window of %d: embedded by their "
+            "first %d bases",
+            summary.truncated, summary.reads, summary.window, summary.window,
+        )
+    logger.info(
+        "wrote %s (%d x %d, %s) and %s", output, summary.reads, summary.dim, dtype,
+        ids_path_for(output),
+    )

@@ -1,0 +1,206 @@
+"""The default method: embedding neighbours, checked exactly, linked with a guard.
+
+1. Candidates: each read's ``neighbours`` nearest reads in embedding space (faiss).
+2. Check: the exact Levenshtein distance of every candidate pair (C,
+   bit-parallel, all cores); pairs over the threshold are dropped. The threshold
+   is the user's ``max_dist`` or chosen from the data
+   (:mod:`dnaembed.cluster.threshold`).
+3. Link: verified pairs in increasing distance (Kruskal order) join their
+   reads' clusters, keeping each read's orientation relative to its cluster.
+   Guard against chaining: two clusters join only if their representatives
+   (each cluster's most connected read; a merged cluster keeps the larger
+   side's) are themselves within ``guard_factor`` times the threshold of each
+   other. One close pair between two strands
+   (a chimera, a read halfway between) therefore cannot merge them.
+4. Both orientations: after step 3 the reads of a strand sequenced the same way
+   are together; the two halves of a strand (reads as designed, reads
+   reverse-complemented) are joined by a second round from one read per cluster:
+   the reverse complement of each cluster's representative is embedded, searched
+   among all reads, checked exactly and linked as in step 3. That needs
+   reverse-complement embeddings for one read per cluster instead of every read,
+   which halves the embedding time at coverage ~10.
+5. Leftovers (clusters of at most ``rescue_max_size`` reads) get the infix
+   alignment rescue of :mod:`dnaembed.cluster.rescue`.
+
+Cost: ``neighbours`` searches and checks per read (plus per cluster with both
+orientations), one guard check per merge; near-linear in the number of reads.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from dnaembed.cluster.base import Clusterer, FitData
+from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs, levenshtein_pairs
+from dnaembed.cluster.threshold import Threshold
+from dnaembed.cluster.unionfind import ParityUnionFind
+from dnaembed.errors import DnaembedError
+from dnaembed.log import logger
+
+
+class GraphClusterer(Clusterer):
+    """Exact-checked neighbour graph with guarded linking (see the module notes).
+
+    Parameters: ``max_dist`` (edit distance; None = chosen from the data),
+    ``neighbours`` (per read), ``guard`` and ``guard_factor``, ``index`` ('auto',
+    'exact', 'hnsw'), ``rescue``, ``rescue_max_size``, ``threads`` (0 = all
+    cores), ``seed``.
+    """
+
+    method = "graph"
+
+    def __init__(
+        self,
+        max_dist: int | None = None,
+        *,
+        neighbours: int = 16,
+        guard: bool = True,
+        guard_factor: float = 1.5,
+        index: str = "auto",
+        rescue: bool = True,
+        rescue_max_size: int = 2,
+        threads: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(
+            neighbours=neighbours, index=index, rescue=rescue, rescue_max_size=rescue_max_size,
+            threads=threads, seed=seed,
+        )
+        self.max_dist = max_dist
+        self.guard = guard
+        self.guard_factor = guard_factor
+
+    def _cluster(self, data: FitData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.max_dist is not None and self.max_dist < 0:
+            raise DnaembedError(f"max distance must be >= 0, got {self.max_dist}")
+        n = len(data)
+        if n == 1:
+            return np.zeros(1, np.int64), np.zeros(1, np.int8), np.zeros(1)
+        forward, _ = self._neighbours(data, reverse=False)
+        pairs = candidate_pairs(forward)
+        threshold = self._threshold(data, self.max_dist)
+        edges, dist = self._check(data, pairs, threshold)
+        w = data.weights.astype(np.float64)
+        # Centrality: reads within the cut, collapsed copies included.
+        degree = (w - 1) + np.bincount(edges.lo, weights=w[edges.hi], minlength=n) + np.bincount(
+            edges.hi, weights=w[edges.lo], minlength=n
+        )
+        start = time.perf_counter()
+        rc = self._rc_seqs(data)
+        linker = _GuardedLinker(data.seqs, rc, degree, data.weights, threshold, self.guard_factor,
+                                self.guard)
+        linker.link(edges, dist)
+        self._add_time("link", start)
+        if data.both:
+            # Second round: one reverse complement per cluster (see the module notes).
+            reps = linker.representatives()
+            vectors = data.reverse_rows(reps)
+            start = time.perf_counter()
+            found = self._index(data).search(vectors, self._k(data))
+            self._add_time("search", start)
+            flipped = candidate_pairs(None, found, rows=reps)
+            edges2, dist2 = self._check(data, flipped, threshold)
+            start = time.perf_counter()
+            linker.link(edges2, dist2)
+            self._add_time("link", start)
+            self.stats_["reverse_queries"] = len(reps)
+        groups, parity = linker.uf.labels()
+        self.stats_.update(merges=linker.merges, guard_refusals=linker.refusals)
+        logger.debug("linked %d pairs, guard refused %d", linker.merges, linker.refusals)
+        return groups, parity, degree
+
+    def _check(self, data: FitData, pairs: CandidatePairs, threshold: Threshold
+               ) -> tuple[CandidatePairs, np.ndarray]:
+        """The pairs within the threshold, and their distances."""
+        lengths = data.lengths
+        cuts = threshold.cuts(np.maximum(lengths[pairs.lo], lengths[pairs.hi]))
+        # A length difference over the cut already rules a pair out; empty reads never link.
+        possible = (np.abs(lengths[pairs.lo] - lengths[pairs.hi]) <= cuts) & (
+            np.minimum(lengths[pairs.lo], lengths[pairs.hi]) > 0
+        )
+        checked = pairs.subset(possible)
+        cuts = cuts[possible]
+        start = time.perf_counter()
+        rc = self._rc_seqs(data) if checked.parity.any() else None
+        cutoff = int(cuts.max()) if len(cuts) else 0
+        dist = levenshtein_pairs(data.seqs, rc, checked, cutoff=cutoff, workers=self._workers())
+        self._add_time("check", start)
+        close = dist <= cuts
+        for key, value in (("candidate_pairs", len(pairs)), ("checked_pairs", len(checked)),
+                           ("verified_pairs", int(close.sum()))):
+            self.stats_[key] = int(self.stats_.get(key, 0)) + value
+        return checked.subset(close), dist[close]
+
+
+class _GuardedLinker:
+    """Kruskal-order linking with orientation, guarded by checks between representatives."""
+
+    def __init__(self, seqs, rc_seqs, degree: np.ndarray, weights: np.ndarray,
+                 threshold: Threshold, factor: float, guard: bool) -> None:
+        n = len(seqs)
+        self.weight = weights.astype(np.float64).tolist()  # per root: reads in its cluster
+        self.seqs, self.rc = seqs, rc_seqs
+        self.deg = degree.tolist()
+        self.uf = ParityUnionFind(n)
+        # Each root's representative (most central read) and its parity relative to the root.
+        self.rep = list(range(n))
+        self.rep_parity = [0] * n
+        # Guard cut per unit of the longer representative's length.
+        ref = threshold.reference_length
+        self.guard_rate = factor * threshold.max_dist / ref if ref > 0 else 0.0
+        self.guard_fixed = int(factor * threshold.max_dist)
+        self.guard = guard
+        self.refused: set[tuple[int, int, int]] = set()
+        self.merges = self.refusals = 0
+
+    def representatives(self) -> np.ndarray:
+        """The representative read of every current cluster."""
+        roots = {self.uf.find(x)[0] for x in range(len(self.rep))}
+        return np.array(sorted(self.rep[r] for r in roots), dtype=np.int64)
+
+    def link(self, edges: CandidatePairs, dist: np.ndarray) -> None:
+        from rapidfuzz.distance import Levenshtein
+
+        order = np.lexsort((edges.hi, edges.lo, dist))
+        uf, rep, rep_parity, deg = self.uf, self.rep, self.rep_parity, self.deg
+        weight = self.weight
+        seqs, rc = self.seqs, self.rc
+        for i, j, p in zip(
+            edges.lo[order].tolist(), edges.hi[order].tolist(), edges.parity[order].tolist()
+        ):
+            ri, pi = uf.find(i)
+            rj, pj = uf.find(j)
+            if ri == rj:
+                continue
+            link = pi ^ p ^ pj  # rj's orientation relative to ri
+            a, b = rep[ri], rep[rj]
+            if self.guard and not (a == i and b == j):
+                rel = rep_parity[ri] ^ link ^ rep_parity[rj]  # rep b relative to rep a
+                key = (min(a, b), max(a, b), rel)
+                if key in self.refused:
+                    self.refusals += 1
+                    continue
+                left = rc[a] if rel else seqs[a]
+                cut = (
+                    int(self.guard_rate * max(len(left), len(seqs[b])))
+                    if self.guard_rate
+                    else self.guard_fixed
+                )
+                if Levenshtein.distance(left, seqs[b], score_cutoff=cut) > cut:
+                    self.refused.add(key)
+                    self.refusals += 1
+                    continue
+            # The merged cluster keeps the representative of the heavier side (ties: the more
+            # central one). Following the most connected read instead would let a read
+            # between two strands, linked to both, become the centre and open the guard.
+            wa, wb = weight[ri], weight[rj]
+            keep_b = wb > wa or (wb == wa and (deg[b] > deg[a] or (deg[b] == deg[a] and b < a)))
+            root = uf.union_roots(ri, rj, link)
+            self.merges += 1
+            weight[root] = wa + wb
+            if root == ri and keep_b:
+                rep[ri], rep_parity[ri] = b, rep_parity[rj] ^ link
+            elif root == rj and not keep_b:
+                rep[rj], rep_parity[rj] = a, rep_parity[ri] ^ link

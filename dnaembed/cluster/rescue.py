@@ -1,0 +1,249 @@
+"""A second chance for reads left alone: truncated reads and outliers.
+
+A read that lost its end (5% of the real set's reads are under 94 nt) is far
+from its strand's full-length reads by the missing length alone, so neither the
+embedding nor a global Levenshtein check puts it with them. After the main
+clustering, such reads are aligned semi-globally (infix: the read may start and
+end anywhere in the target, edlib ``HW`` mode) against a few reads
+(:data:`MEMBERS_PER_CLUSTER`: the representative and the most central other
+full-length reads) of a few candidate clusters, in both orientations when both
+are clustered, taking the closest, and move to the best cluster only when
+
+* it is clearly better than the runner-up cluster: at most 3/4 of the
+  runner-up's edits, and at least 3 fewer. The rule is relative because how
+  close unrelated reads come depends on the read's length and on what all
+  strands share (primers); primer-only reads, which align equally well to
+  every strand, stay where they are. When all candidates point to one cluster
+  (a good embedding), the runner-up is a random other cluster: what an
+  unrelated strand scores; and
+* the alignment stays clearly below what unrelated reads reach: at most
+  ``rate * length`` edits, ``rate`` being, per base of the reference length,
+  halfway between the main threshold and the unrelated peak of the threshold
+  histogram (:attr:`Threshold.rescue_rate`).
+
+Why the comparison with the runner-up, not a tight distance bound, decides: on
+real data truncated reads are the sequencer's worst reads, their last bases
+full of errors (ldpc-exp7: many reads that lost a third of their length carry
+15-25% edits against their strand, against ~2% for full-length reads).
+
+Two passes, so that no read moves into a cluster that is itself moving:
+
+1. reads of full length in small clusters (at most ``max_size`` reads), against
+   clusters with a full-length representative that are larger than their own
+   (by size, then by cluster number: moves only go one way, so they cannot
+   cycle; a read that joins a cluster whose representative itself moves on
+   follows it);
+2. every read in a cluster whose representative is short (shorter than
+   ``full_length``, by default 90% of the median read length), against every
+   cluster with a full-length representative, however small (a design with a
+   single full-length read still takes its truncated reads).
+
+Candidate clusters: the :data:`MAX_CANDIDATES` target clusters whose
+representatives share the most 12-mers with the read (:mod:`dnaembed.cluster.kmers`;
+a truncated read shares most of its k-mers with its strand, while the
+embedding, like the global distance it approximates, sees it as far), then up
+to :data:`EMBEDDING_CANDIDATES` more from the read's nearest embedding
+neighbours. Decisions within a pass are taken against the clustering before
+it, so the result does not depend on the order of the reads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from dnaembed.cluster.labels import assemble
+
+#: Clusters tried per read: by shared k-mers, then by embedding neighbours.
+MAX_CANDIDATES = 4
+EMBEDDING_CANDIDATES = 2
+#: Reads of each candidate cluster a read is aligned to (the representative and the most
+#: central other full-length reads): one read's own errors would otherwise blur the comparison.
+MEMBERS_PER_CLUSTER = 3
+MIN_MARGIN = 3
+RUNNER_UP_RATIO = 0.75
+
+
+def allowed_distance(length: int, rate: float) -> int:
+    """The largest infix distance a read of ``length`` may have to its new cluster."""
+    return math.floor(rate * length + 1e-9)
+
+
+def accepted(best: int, runner_up: int, length: int, rate: float) -> bool:
+    """The rescue rule (see the module notes)."""
+    return (
+        best <= allowed_distance(length, rate)
+        and best <= RUNNER_UP_RATIO * runner_up
+        and runner_up - best >= MIN_MARGIN
+    )
+
+
+def _alignment_bound(length: int, rate: float) -> int:
+    """Distances beyond this cannot change the decision (so alignments may stop there)."""
+    allowed = allowed_distance(length, rate)
+    return max(allowed + MIN_MARGIN, math.ceil(allowed / RUNNER_UP_RATIO))
+
+
+def rescue_reads(
+    seqs: Sequence[str],
+    rc_seqs: Sequence[str] | None,
+    labels: np.ndarray,
+    orientation: np.ndarray,
+    centrality: np.ndarray,
+    weights: np.ndarray,
+    neighbours_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    *,
+    rate: float,
+    max_size: int,
+    full_length: float = 0.0,
+    seed: int = 0,
+    details: list | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Move leftover reads into clusters they clearly belong to (see the module notes).
+
+    ``labels``/``orientation`` as :func:`assemble` makes them; ``centrality``
+    chooses representatives; ``neighbours_of(rows)`` returns the nearest reads
+    of those rows and their embedding distances (``(len(rows), m)``, -1 for
+    none). ``details``, when given, receives ``(read, length, best, runner_up,
+    cluster, accepted)`` for every read examined.
+    Returns labels, orientations, representatives and the number of reads moved
+    (counting collapsed copies).
+    """
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    centrality = np.asarray(centrality, dtype=np.float64)
+    labels, orientation, reps = assemble(labels, orientation, centrality, weights)
+    moved = 0
+    for full_pass in (True, False):
+        sizes = np.bincount(labels, weights=weights, minlength=len(reps))
+        full_rep = lengths[reps] >= full_length
+        targets = full_rep
+        if full_pass:
+            rows = np.flatnonzero((sizes[labels] <= max_size) & (lengths >= full_length))
+        else:
+            rows = np.flatnonzero(~full_rep[labels] & (lengths > 0))
+        if len(rows) == 0 or not targets.any():
+            continue
+        members = _central_members(labels, orientation, centrality, lengths, reps, full_length)
+        new_labels, new_orient, n_moved = _rescue_pass(
+            seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows, targets,
+            neighbours_of, rate, details, upward_only=full_pass, seed=seed,
+        )
+        if n_moved:
+            moved += n_moved
+            # Keep every surviving cluster's representative.
+            bonus = np.zeros(len(seqs))
+            bonus[reps] = np.inf
+            labels, orientation, reps = assemble(new_labels, new_orient, centrality + bonus,
+                                                 weights)
+    return labels, orientation, reps, moved
+
+
+def _central_members(labels, orientation, centrality, lengths, reps, full_length
+                     ) -> list[list[tuple[int, int]]]:
+    """Per cluster: (read, orientation) of its representative and most central full-length reads."""
+    members: list[list[tuple[int, int]]] = [[(int(r), 0)] for r in reps.tolist()]
+    order = np.lexsort((np.arange(len(labels)), -centrality, labels))
+    is_rep = np.zeros(len(labels), dtype=bool)
+    is_rep[reps] = True
+    for i in order[(lengths[order] >= full_length) & ~is_rep[order]].tolist():
+        group = members[labels[i]]
+        if len(group) < MEMBERS_PER_CLUSTER:
+            group.append((i, int(orientation[i])))
+    return members
+
+
+def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows,
+                 targets, neighbours_of, rate, details, *, upward_only: bool, seed: int
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
+    import edlib
+
+    from dnaembed.cluster.kmers import KmerIndex
+
+    labels = labels.copy()
+    orientation = orientation.copy()
+    before = labels.copy()
+    both = rc_seqs is not None
+    rng = np.random.default_rng([seed, 13])
+    target_ids = np.flatnonzero(targets)
+    kmer_index = KmerIndex([seqs[reps[c]] for c in target_ids.tolist()], both=both)
+    by_kmers, kmer_flips = kmer_index.candidates([seqs[i] for i in rows.tolist()], MAX_CANDIDATES)
+    by_embedding, embedded = neighbours_of(rows)
+    # Clusters of the embedding neighbours, nearest first (-1: none, or not a target).
+    order = np.argsort(embedded, axis=1, kind="stable")
+    nearest = np.take_along_axis(by_embedding, order, axis=1)
+    near_clusters = np.where(nearest >= 0, before[np.maximum(nearest, 0)], -1)
+    near_clusters[(near_clusters >= 0) & ~targets[np.maximum(near_clusters, 0)]] = -1
+    kmer_rows, flip_rows, near_rows = by_kmers.tolist(), kmer_flips.tolist(), near_clusters.tolist()
+    target_list = target_ids.tolist()
+    moved = 0
+    for r, row in enumerate(rows.tolist()):
+        # Candidate clusters: most shared k-mers first, then nearest in the embedding.
+        own = before[row]
+        # Clusters are numbered by decreasing size: "larger" is a smaller number.
+        limit = own if upward_only else len(reps)
+        clusters: dict[int, int | None] = {}
+        for t, flip in zip(kmer_rows[r], flip_rows[r]):
+            if t >= 0 and target_list[t] != own and target_list[t] < limit:
+                clusters[target_list[t]] = flip if both else 0
+        extra = 0
+        for c in near_rows[r]:
+            if extra == EMBEDDING_CANDIDATES:
+                break
+            if c >= 0 and c != own and c < limit and c not in clusters:
+                clusters[c] = None  # orientation unknown: try both
+                extra += 1
+        if not clusters:
+            continue
+        if len(clusters) == 1:
+            # No other candidate (a good embedding sends all neighbours to one strand): the
+            # runner-up is a random other cluster, i.e. what an unrelated strand scores.
+            pool = [c for c in rng.choice(target_list, size=min(4, len(target_list)),
+                                          replace=False).tolist()
+                    if c != own and c < limit and c not in clusters]
+            if not pool:
+                continue
+            clusters[pool[0]] = None
+        length = int(lengths[row])
+        bound = _alignment_bound(length, rate)
+        scored = []
+        for c, flip in clusters.items():
+            flips = (flip,) if flip is not None else ((0, 1) if both else (0,))
+            best = (bound + 1, 0)
+            for member, member_flip in members[c]:
+                for f in flips:
+                    # The read's orientation relative to this member, then to the cluster.
+                    query = rc_seqs[row] if f ^ member_flip else seqs[row]
+                    d = edlib.align(query, seqs[member], mode="HW", task="distance",
+                                    k=min(bound, best[0] - 1))["editDistance"]
+                    if 0 <= d < best[0]:
+                        best = (d, f)
+            scored.append((best[0], best[1], c))
+        scored.sort()
+        (d1, flip, c1), (d2, _, _) = scored[0], scored[1]
+        accept = accepted(d1, d2, length, rate)
+        if details is not None:
+            details.append((row, length, d1, d2, c1, accept))
+        if accept:
+            labels[row] = c1
+            orientation[row] = flip
+            moved += int(weights[row])
+    if upward_only and moved:
+        # A read that joined a cluster whose representative moved on follows it. Moves go
+        # to smaller cluster numbers only, so resolving in increasing order is complete.
+        rep_moved = {int(c): (int(labels[rep]), int(orientation[rep]))
+                     for c, rep in enumerate(reps.tolist()) if labels[rep] != c}
+        if rep_moved:
+            for c in sorted(rep_moved):
+                dest, flip = rep_moved[c]
+                if dest in rep_moved:
+                    dest2, flip2 = rep_moved[dest]
+                    rep_moved[c] = (dest2, flip ^ flip2)
+            for row in np.flatnonzero(labels != before).tolist():
+                c = int(labels[row])
+                if c in rep_moved and reps[c] != row:
+                    dest, flip = rep_moved[c]
+                    labels[row] = dest
+                    orientation[row] ^= flip
+    return labels, orientation, moved

@@ -1,0 +1,55 @@
+"""Union-find that also tracks each element's orientation relative to its set.
+
+Reads come off the sequencer in either orientation. Linking read ``i`` to read
+``j`` with parity ``p`` says "``j`` read as is (p = 0) or reverse-complemented
+(p = 1) matches ``i``". The structure keeps, for every element, its parity
+relative to the root of its set, so a whole cluster can be brought to one
+orientation at the end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class ParityUnionFind:
+    """Disjoint sets over ``0..n-1`` with a parity bit per element relative to its root."""
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+        self.parity = [0] * n  # relative to parent
+        self.size = [1] * n
+
+    def find(self, x: int) -> tuple[int, int]:
+        """``(root, parity of x relative to root)``, compressing the path."""
+        parent, parity = self.parent, self.parity
+        path = []
+        while parent[x] != x:
+            path.append(x)
+            x = parent[x]
+        root = x
+        # Walk back from the node nearest the root, accumulating parities.
+        acc = 0
+        for node in reversed(path):
+            acc ^= parity[node]
+            parity[node] = acc
+            parent[node] = root
+        return root, (parity[path[0]] if path else 0)
+
+    def union_roots(self, ra: int, rb: int, parity: int) -> int:
+        """Join two roots; ``parity`` is rb's orientation relative to ra. Returns the new root."""
+        if self.size[ra] < self.size[rb]:
+            ra, rb = rb, ra  # parity is symmetric
+        self.parent[rb] = ra
+        self.parity[rb] = parity
+        self.size[ra] += self.size[rb]
+        return ra
+
+    def labels(self) -> tuple[np.ndarray, np.ndarray]:
+        """Root of every element and its parity relative to that root."""
+        n = len(self.parent)
+        roots = np.empty(n, dtype=np.int64)
+        parities = np.empty(n, dtype=np.int8)
+        for x in range(n):
+            roots[x], parities[x] = self.find(x)
+        return roots, parities

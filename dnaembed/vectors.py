@@ -1,0 +1,149 @@
+"""Embedding files: ``NAME.npy`` (one row per read) beside ``NAME.ids.txt`` (one id per line).
+
+``dnaembed embed`` streams: reads are embedded chunk by chunk and the rows
+appended to the ``.npy`` file, whose header (which records the row count) is
+written first with room to spare and rewritten when the count is known. Memory
+therefore stays bounded by one chunk whatever the input size, and the result is
+a standard ``.npy`` file (``numpy.load``, memory-mappable). Both files are
+written to temporary names and renamed only when complete.
+
+Row i of the array is the embedding of the read on line i of the ids file; the
+squared Euclidean distance of two rows approximates the Levenshtein distance of
+the two reads.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from dnaembed.errors import DnaembedError, InputError
+
+DTYPES = ("float32", "float16")
+#: Total length of the .npy preamble (magic, version, header length, header): room for any shape.
+_HEADER_BYTES = 128
+_MAGIC = b"\x93NUMPY\x01\x00"
+
+
+def ids_path_for(npy_path: str | os.PathLike) -> Path:
+    """``emb.npy`` -> ``emb.ids.txt`` (any other name: NAME.ids.txt)."""
+    p = Path(npy_path)
+    stem = p.name[:-4] if p.name.endswith(".npy") else p.name
+    return p.with_name(stem + ".ids.txt")
+
+
+def _header(dtype: np.dtype, rows: int, dim: int) -> bytes:
+    text = (
+        f"{{'descr': {np.lib.format.dtype_to_descr(dtype)!r}, 'fortran_order': False, "
+        f"'shape': ({rows}, {dim}), }}"
+    )
+    room = _HEADER_BYTES - len(_MAGIC) - 2
+    if len(text) + 1 > room:
+        raise DnaembedError(f"cannot record shape ({rows}, {dim}) in the .npy header")
+    padded = text.ljust(room - 1) + "\n"
+    return _MAGIC + struct.pack("<H", room) + padded.encode("latin1")
+
+
+class NpyAppender:
+    """Append rows of a fixed width and dtype to an open binary file as one .npy array."""
+
+    def __init__(self, handle: BinaryIO, dim: int, dtype: str = "float32") -> None:
+        if dtype not in DTYPES:
+            raise DnaembedError(f"unknown dtype {dtype!r} (use {' or '.join(DTYPES)})")
+        self.handle = handle
+        self.dim = dim
+        self.dtype = np.dtype(dtype)
+        self.rows = 0
+        handle.write(_header(self.dtype, 0, dim))
+
+    def append(self, block: np.ndarray) -> None:
+        if block.ndim != 2 or block.shape[1] != self.dim:
+            raise DnaembedError(f"expected rows of width {self.dim}, got shape {block.shape}")
+        self.handle.write(np.ascontiguousarray(block, dtype=self.dtype).tobytes())
+        self.rows += len(block)
+
+    def close(self) -> None:
+        """Rewrite the header with the final row count."""
+        self.handle.seek(0)
+        self.handle.write(_header(self.dtype, self.rows, self.dim))
+        self.handle.seek(0, os.SEEK_END)
+
+
+@dataclass
+class EmbedSummary:
+    """What ``embed_file`` wrote."""
+
+    reads: int
+    truncated: int
+    dim: int
+    dtype: str
+    window: int
+
+
+def embed_file(
+    reads_path: str | os.PathLike,
+    model,
+    output: str | os.PathLike,
+    *,
+    dtype: str = "float32",
+    batch_size: int | None = None,
+    chunk_size: int = 65536,
+    precision: str = "auto",
+) -> EmbedSummary:
+    """Embed every read of a FASTA/FASTQ file into ``output`` (.npy) and its ids file.
+
+    Streams ``chunk_size`` reads at a time (bounded memory). Reads longer than
+    the model's window are embedded by their first ``window`` bases (counted
+    in ``truncated``).
+    """
+    from dnaembed.embed import EmbedStats, embed_sequences
+    from dnaembed.io import atomic_path, iter_read_chunks
+    from dnaembed.log import progress_bar
+
+    if dtype not in DTYPES:
+        raise DnaembedError(f"unknown dtype {dtype!r} (use {' or '.join(DTYPES)})")
+    dim = model.config.embedding_dim
+    stats = EmbedStats()
+    ids_path = ids_path_for(output)
+    with (
+        atomic_path(output) as npy_tmp,
+        atomic_path(ids_path) as ids_tmp,
+        open(npy_tmp, "wb") as npy,
+        open(ids_tmp, "w", encoding="utf-8") as ids_out,
+        progress_bar(unit=" reads", desc="embedding") as bar,
+    ):
+        writer = NpyAppender(npy, dim, dtype)
+        for chunk in iter_read_chunks(reads_path, chunk_size):
+            block = embed_sequences(model, chunk.seqs, batch_size=batch_size,
+                                    precision=precision, stats=stats)
+            writer.append(block)
+            ids_out.writelines(rid + "\n" for rid in chunk.ids)
+            bar.update(len(chunk))
+        writer.close()
+    return EmbedSummary(stats.reads, stats.truncated, dim, dtype, model.config.window)
+
+
+def load_embeddings(npy_path: str | os.PathLike, *, mmap: bool = False
+                    ) -> tuple[list[str], np.ndarray]:
+    """Read back an embedding file and its ids (checked to match in number)."""
+    p = Path(npy_path)
+    ids_path = ids_path_for(p)
+    for path in (p, ids_path):
+        if not path.is_file():
+            raise InputError(f"{path}: no such file")
+    try:
+        array = np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise InputError(f"{p}: not a .npy array: {e}") from None
+    ids = ids_path.read_text(encoding="utf-8").splitlines()
+    if array.ndim != 2 or len(array) != len(ids):
+        raise InputError(
+            f"{p}: {array.shape[0] if array.ndim else 0} rows but {ids_path} has {len(ids)} ids"
+        )
+    return ids, array
+

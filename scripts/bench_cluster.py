@@ -1,0 +1,223 @@
+#!/usr/bin/env python
+"""Benchmark `dnaembed cluster`: accuracy, time per stage and peak memory.
+
+Simulates the issue's sets (10,000 strands of 150 nt, negative-binomial
+coverage of mean 10, per channel preset), clusters each with every method
+(graph, kmeans, dbscan) on default settings, and prints one Markdown table:
+A_0.8 / A_0.9 / A_1.0, ARI, NMI, clusters, wall time split into stages
+(read, embed, search, check, link/fit, rescue, write) and peak memory. Also,
+on request, the real ldpc-exp7 set (``--real``) and a scaling series
+(``--scaling 10000,100000,1000000`` reads; graph, ``--strand plus`` and
+``both``).
+
+Every run happens in a fresh subprocess of this script (``--worker``), so the
+peak memory reported is that run's own (``resource.getrusage``), and it runs
+the same library calls as ``dnaembed cluster`` (read the FASTQ, cluster, write
+the TSV), timed stage by stage.
+
+    python scripts/bench_cluster.py                      # all presets x methods
+    python scripts/bench_cluster.py --strands 1000 --methods graph   # quick
+    python scripts/bench_cluster.py --real --presets none --methods graph
+    python scripts/bench_cluster.py --presets none --scaling 10000,100000,1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = ROOT.parent / "shared" / "data" / "ldpc-exp7"
+
+
+def simulate_set(prefix: Path, preset: str, strands: int, length: int, coverage: float,
+                 realistic: bool, seed: int) -> None:
+    """Write PREFIX.fastq.gz and PREFIX.truth.tsv like `dnaembed simulate` does."""
+    from dnaembed.simulate import SimulationPlan, run_simulation
+
+    layout = {}
+    if realistic:
+        layout = {"reverse_fraction": 0.5, "truncate_fraction": 0.1, "contaminant_fraction": 0.01}
+    plan = SimulationPlan(
+        n_strands=strands, length=(length, length), preset=preset, seed=seed,
+        primer_length=25 if realistic else 0,
+        coverage={"model": "negbin", "mean": coverage, "dispersion": 5.0}, layout=layout,
+    )
+    run_simulation(plan, prefix)
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One run, in this process: read, cluster, write, score; JSON on stdout."""
+    from dnaembed.evaluate import evaluate_files
+    from dnaembed.io import command_header, read_sequences
+    from dnaembed.log import set_threads
+    from dnaembed.model import load_model
+    from dnaembed.pipeline import cluster_reads, write_clusters
+
+    threads = set_threads(args.threads)
+    load_before = os.getloadavg()[0]
+    model = load_model(args.model).model
+    t0 = time.perf_counter()
+    reads = read_sequences(args.reads)
+    seconds_read = time.perf_counter() - t0
+    params = {"threads": threads, "seed": args.seed}
+    result = cluster_reads(reads.seqs, model, method=args.method, strand=args.strand,
+                           params=params)
+    t1 = time.perf_counter()
+    write_clusters(args.output, reads.ids, result, orientation=args.strand == "both",
+                   header=command_header("cluster", {"method": args.method}))
+    seconds_write = time.perf_counter() - t1
+    total = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
+    out = {
+        "reads": len(reads),
+        "clusters": result.n_clusters,
+        "seconds": total,
+        "stages": {"read": seconds_read, **result.timings, "write": seconds_write},
+        "peak_mib": peak,
+        # Other jobs on the machine slow every stage: the 1-minute load average, before/after.
+        "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+        "threshold": result.threshold.max_dist if result.threshold else None,
+        "stats": {k: v for k, v in result.stats.items() if isinstance(v, int | float)},
+    }
+    if args.truth:
+        out["scores"] = evaluate_files(args.output, args.truth)
+    print(json.dumps(out))
+
+
+def run_worker(reads: Path, truth: Path | None, method: str, strand: str, args,
+               workdir: Path) -> dict:
+    cmd = [sys.executable, __file__, "--worker", "--reads", str(reads), "--method", method,
+           "--strand", strand, "--output", str(workdir / f"{reads.stem}.{method}.tsv"),
+           "--threads", str(args.threads), "--seed", str(args.seed)]
+    if truth is not None:
+        cmd += ["--truth", str(truth)]
+    if args.model:
+        cmd += ["--model", args.model]
+    env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+STAGES = ("read", "dedupe", "embed", "search", "check", "link", "kmeans", "dbscan", "rescue",
+          "write")
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| set | method | strand | reads | A_0.8 | A_0.9 | A_1.0 | ARI | NMI | clusters "
+            "(true) | time s | " + " | ".join(STAGES) + " | peak MiB | load |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        res = r["result"]
+        if "error" in res:
+            lines.append(f"| {r['set']} | {r['method']} | {r['strand']} | error: {res['error']} |")
+            continue
+        s = res.get("scores", {})
+        f = {k: (f"{s[k]:.4f}" if k in s else "-") for k in ("A_0.8", "A_0.9", "A_1.0", "ARI",
+                                                          "NMI")}.get
+
+        stages = " | ".join(f"{res['stages'].get(k, 0):.1f}" for k in STAGES)
+        true = s.get("true_clusters", "-")
+        lines.append(
+            f"| {r['set']} | {r['method']} | {r['strand']} | {res['reads']:,} | {f('A_0.8')} | "
+            f"{f('A_0.9')} | {f('A_1.0')} | {f('ARI')} | {f('NMI')} | {res['clusters']:,} "
+            f"({true}) | {res['seconds']:.1f} | {stages} | {res['peak_mib']:.0f} | "
+            f"{res['load'][0]:.1f}/{res['load'][1]:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--presets", default="illumina-array,nanopore,nanopore-hard",
+                   help="comma-separated presets, or 'none'")
+    p.add_argument("--methods", default="graph,kmeans,dbscan")
+    p.add_argument("--strand", default="both", choices=["both", "plus"])
+    p.add_argument("--strands", type=int, default=10_000)
+    p.add_argument("--length", type=int, default=150)
+    p.add_argument("--coverage", type=float, default=10.0)
+    p.add_argument("--realistic", action="store_true",
+                   help="also reverse complements (50%%), truncated reads (10%%), "
+                        "contaminants (1%%) and 25-nt primers")
+    p.add_argument("--real", action="store_true", help="also the real ldpc-exp7 set")
+    p.add_argument("--scaling", default="",
+                   help="comma-separated read counts for a graph-method scaling series")
+    p.add_argument("--model", help="model file (default: the bundled model)")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--json", dest="json_out", help="write all results here as JSON")
+    p.add_argument("--workdir", help="keep the simulated sets and outputs here")
+    # Worker mode (internal).
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--reads", help=argparse.SUPPRESS)
+    p.add_argument("--truth", help=argparse.SUPPRESS)
+    p.add_argument("--method", help=argparse.SUPPRESS)
+    p.add_argument("--output", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        worker(args)
+        return
+
+    sys.path.insert(0, str(ROOT))
+    from dnaembed.log import configure
+
+    configure(quiet=True)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_cluster."))
+    workdir.mkdir(parents=True, exist_ok=True)
+    methods = [m for m in args.methods.split(",") if m]
+    presets = [] if args.presets == "none" else args.presets.split(",")
+    rows: list[dict] = []
+    from dnaembed.model import load_model
+
+    model = load_model(args.model)
+    print(f"# bench_cluster: {os.cpu_count()} CPUs, model {model.path} "
+          f"({model.model.config.name}, D={model.model.config.embedding_dim}), "
+          f"workdir {workdir}; load = 1-minute load average before/after each run",
+          flush=True)
+
+    def record(name, method, strand, result):
+        rows.append({"set": name, "method": method, "strand": strand, "result": result})
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+
+    for preset in presets:
+        name = f"{preset}{'-realistic' if args.realistic else ''}"
+        prefix = workdir / name
+        if not Path(f"{prefix}.fastq.gz").exists():
+            simulate_set(prefix, preset, args.strands, args.length, args.coverage,
+                         args.realistic, args.seed)
+        for method in methods:
+            record(name, method, args.strand,
+                   run_worker(Path(f"{prefix}.fastq.gz"), Path(f"{prefix}.truth.tsv"), method,
+                              args.strand, args, workdir))
+    if args.real:
+        for method in methods:
+            record("ldpc-exp7 (real)", method, "both",
+                   run_worker(REAL / "reads.fastq.gz", REAL / "truth.tsv.gz", method, "both",
+                              args, workdir))
+    for count in [int(float(x)) for x in args.scaling.split(",") if x]:
+        prefix = workdir / f"scale-{count}"
+        if not Path(f"{prefix}.fastq.gz").exists():
+            simulate_set(prefix, "nanopore", max(1, count // 10), args.length, 10.0, False,
+                         args.seed)
+        for strand in ("plus", "both"):
+            record(f"scaling {count:,}", "graph", strand,
+                   run_worker(Path(f"{prefix}.fastq.gz"), Path(f"{prefix}.truth.tsv"), "graph",
+                              strand, args, workdir))
+
+    print("\n" + table(rows))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+import numpy as np
+import pytest
+
+from dnaembed.errors import DnaembedError
+from dnaembed.search import NeighbourIndex, self_neighbours
+
+
+def clustered_vectors(n_centres=50, per_centre=8, dim=16, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_centres, dim)) * 10
+    x = np.repeat(centres, per_centre, axis=0) + rng.normal(size=(n_centres * per_centre, dim))
+    return x.astype(np.float32), np.repeat(np.arange(n_centres), per_centre)
+
+
+def test_exact_index_returns_the_true_nearest_rows():
+    x, _ = clustered_vectors()
+    found = NeighbourIndex(x, kind="exact").search(x[:20], 5)
+    brute = ((x[:20, None, :] - x[None, :, :]) ** 2).sum(-1)
+    expected = np.argsort(brute, axis=1, kind="stable")[:, :5]
+    assert np.array_equal(np.sort(found.indices, axis=1), np.sort(expected, axis=1))
+    assert np.allclose(np.sort(found.distances, axis=1), np.sort(brute, axis=1)[:, :5], atol=1e-2)
+
+
+def test_auto_switches_to_hnsw_beyond_the_limit_and_finds_the_same_groups():
+    x, group = clustered_vectors()
+    small = NeighbourIndex(x, exact_limit=len(x))
+    large = NeighbourIndex(x, exact_limit=10)
+    assert (small.kind, large.kind) == ("exact", "hnsw")
+    nb = self_neighbours(large, x, 7)
+    # Every read's 7 nearest are the other reads of its group (groups are far apart).
+    assert (group[nb.indices] == group[:, None]).mean() > 0.99
+
+
+def test_hnsw_is_deterministic():
+    x, _ = clustered_vectors(seed=3)
+    a = self_neighbours(NeighbourIndex(x, kind="hnsw"), x, 6).indices
+    b = self_neighbours(NeighbourIndex(x, kind="hnsw"), x, 6).indices
+    assert np.array_equal(a, b)
+
+
+def test_self_neighbours_drop_the_row_itself_even_among_duplicates():
+    x = np.zeros((5, 4), dtype=np.float32)  # all identical: ties everywhere
+    nb = self_neighbours(NeighbourIndex(x), x, 4)
+    for i, row in enumerate(nb.indices):
+        assert i not in row
+        assert sorted(row) == sorted(set(range(5)) - {i})
+
+
+def test_fewer_rows_than_k_pads_with_minus_one():
+    x, _ = clustered_vectors(n_centres=1, per_centre=3)
+    nb = self_neighbours(NeighbourIndex(x), x, 5)
+    assert nb.indices.shape == (3, 5)
+    assert (nb.indices[:, 2:] == -1).all() and np.isinf(nb.distances[:, 2:]).all()
+    assert NeighbourIndex(x).search(x[:0], 3).indices.shape == (0, 3)
+
+
+def test_bad_index_kind_is_an_error():
+    with pytest.raises(DnaembedError, match="unknown index kind"):
+        NeighbourIndex(np.zeros((3, 2), np.float32), kind="ivf")
