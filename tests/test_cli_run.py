@@ -79,6 +79,9 @@ def test_run_bad_inputs_fail_cleanly_without_output(sim, tmp_path, write):
     err = assert_clean_error(run_cli("run", str(sim / "s.fastq.gz"), "-o", str(out),
                                      "--refs", str(tmp_path / "missing.fasta")), "missing.fasta")
     assert not out.exists()
+    err = assert_clean_error(run_cli("run", str(sim / "s.fastq.gz"), "-o", str(out),
+                                     "--truth", str(tmp_path / "nope.tsv")), "nope.tsv")
+    assert not out.exists()
     blocker = write("file", "x")
     assert_clean_error(run_cli("run", str(sim / "s.fastq.gz"), "-o", str(blocker)),
                        "is a file", code=2)

@@ -93,7 +93,7 @@ def run(
     With --truth and --refs, prints the clustering and recovery scores too.
     """
     from dnaembed.consensus import write_strand_report, write_strands
-    from dnaembed.evaluate import evaluate_files
+    from dnaembed.evaluate import evaluate_files, read_truth
     from dnaembed.evaluate import format_scores as format_cluster_scores
     from dnaembed.io import command_header, read_sequences
     from dnaembed.log import logger, set_threads
@@ -106,8 +106,10 @@ def run(
     workers = set_threads(threads)
     checkpoint = load_model(model_path, resolve_device(device))
     read_set = read_sequences(reads)
-    # Read the references before the long work: a bad file should fail fast.
+    # Read the references and the truth before the long work: a bad file should fail fast.
     ref_set = read_sequences(refs) if refs else None
+    if truth:
+        read_truth(truth)
     out.mkdir(parents=True, exist_ok=True)
 
     result, strands = reads_to_strands(
