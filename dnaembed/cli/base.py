@@ -53,6 +53,38 @@ def common_options(func):
 
 _state = {"verbose": 0}
 
+#: Options shared by the commands that run the encoder (embed, cluster, run).
+model_option = click.option(
+    "-m", "--model", "model_path", help="Model file (default: the bundled model)."
+)
+strand_option = click.option(
+    "--strand",
+    type=click.Choice(["both", "plus"]),
+    default="both",
+    show_default=True,
+    help="both: a read joins its strand whichever way it was sequenced; plus: reads oriented.",
+)
+
+
+def inference_options(func):
+    """--device, --batch-size, --precision: how the encoder runs."""
+    func = click.option(
+        "--precision",
+        type=click.Choice(["auto", "float32", "bfloat16"]),
+        default="auto",
+        show_default=True,
+        help="Inference arithmetic (auto: bfloat16 where the hardware has it).",
+    )(func)
+    func = click.option(
+        "--batch-size",
+        type=click.IntRange(min=1),
+        help="Reads per inference batch [default: 256 on CPU, 4096 on CUDA].",
+    )(func)
+    return click.option(
+        "--device", default="auto", show_default=True,
+        help="auto (CUDA when available), cpu, cuda.",
+    )(func)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="dnaembed")

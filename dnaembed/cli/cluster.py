@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from dnaembed.cli.base import check_writable, cli, common_options
+from dnaembed.cli.base import (
+    check_writable,
+    cli,
+    common_options,
+    inference_options,
+    model_option,
+    strand_option,
+)
 
 
 @cli.command()
@@ -17,7 +24,7 @@ from dnaembed.cli.base import check_writable, cli, common_options
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Clusters TSV: read_id, cluster_id (and orientation), every read.",
 )
-@click.option("-m", "--model", "model_path", help="Model file (default: the bundled model).")
+@model_option
 @click.option(
     "--method",
     type=click.Choice(["graph", "kmeans", "dbscan"]),
@@ -25,13 +32,7 @@ from dnaembed.cli.base import check_writable, cli, common_options
     show_default=True,
     help="graph: neighbours checked with exact edit distance; kmeans, dbscan: on the vectors.",
 )
-@click.option(
-    "--strand",
-    type=click.Choice(["both", "plus"]),
-    default="both",
-    show_default=True,
-    help="both: a read joins its strand whichever way it was sequenced; plus: reads oriented.",
-)
+@strand_option
 @click.option(
     "--orientation/--no-orientation",
     default=None,
@@ -69,18 +70,7 @@ from dnaembed.cli.base import check_writable, cli, common_options
     show_default=True,
     help="Neighbour search: exact up to 20,000 reads, HNSW beyond (auto).",
 )
-@click.option(
-    "--device", default="auto", show_default=True, help="auto (CUDA when available), cpu, cuda."
-)
-@click.option("--batch-size", type=click.IntRange(min=1),
-              help="Reads per inference batch [default: 256 on CPU, 4096 on CUDA].")
-@click.option(
-    "--precision",
-    type=click.Choice(["auto", "float32", "bfloat16"]),
-    default="auto",
-    show_default=True,
-    help="Inference arithmetic (auto: bfloat16 where the hardware has it).",
-)
+@inference_options
 @common_options
 def cluster(
     reads: str,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dnaembed.cli.base import cli, common_options
+from dnaembed.cli.base import cli, common_options, inference_options, model_option
 
 
 @cli.command()
@@ -16,7 +16,7 @@ from dnaembed.cli.base import cli, common_options
     type=click.Path(dir_okay=False),
     help="Embeddings .npy (one row per read); the read ids go beside it in NAME.ids.txt.",
 )
-@click.option("-m", "--model", "model_path", help="Model file (default: the bundled model).")
+@model_option
 @click.option(
     "--dtype",
     type=click.Choice(["float32", "float16"]),
@@ -25,24 +25,13 @@ from dnaembed.cli.base import cli, common_options
     help="Stored precision of the vectors.",
 )
 @click.option(
-    "--device", default="auto", show_default=True, help="auto (CUDA when available), cpu, cuda."
-)
-@click.option("--batch-size", type=click.IntRange(min=1),
-              help="Reads per inference batch [default: 256 on CPU, 4096 on CUDA].")
-@click.option(
-    "--precision",
-    type=click.Choice(["auto", "float32", "bfloat16"]),
-    default="auto",
-    show_default=True,
-    help="Inference arithmetic (auto: bfloat16 where the hardware has it).",
-)
-@click.option(
     "--chunk-size",
     type=click.IntRange(min=1),
     default=65536,
     show_default=True,
     help="Reads held in memory at once.",
 )
+@inference_options
 @common_options
 def embed(
     reads: str,

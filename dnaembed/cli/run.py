@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from dnaembed.cli.base import cli, common_options, echo_result
+from dnaembed.cli.base import (
+    cli,
+    common_options,
+    echo_result,
+    inference_options,
+    model_option,
+    strand_option,
+)
 
 
 @cli.command()
@@ -20,14 +27,8 @@ from dnaembed.cli.base import cli, common_options, echo_result
     type=click.Path(file_okay=False),
     help="Directory for clusters.tsv, strands.fasta and strands.tsv (created if missing).",
 )
-@click.option("-m", "--model", "model_path", help="Model file (default: the bundled model).")
-@click.option(
-    "--strand",
-    type=click.Choice(["both", "plus"]),
-    default="both",
-    show_default=True,
-    help="both: a read joins its strand whichever way it was sequenced; plus: reads oriented.",
-)
+@model_option
+@strand_option
 @click.option(
     "--max-dist",
     type=click.IntRange(min=0),
@@ -57,16 +58,7 @@ from dnaembed.cli.base import cli, common_options, echo_result
     help="Also score the strands: the reference strands (FASTA).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
-@click.option(
-    "--device", default="auto", show_default=True, help="auto (CUDA when available), cpu, cuda."
-)
-@click.option(
-    "--precision",
-    type=click.Choice(["auto", "float32", "bfloat16"]),
-    default="auto",
-    show_default=True,
-    help="Inference arithmetic (auto: bfloat16 where the hardware has it).",
-)
+@inference_options
 @common_options
 def run(
     reads: str,
@@ -80,6 +72,7 @@ def run(
     refs: str | None,
     as_json: bool,
     device: str,
+    batch_size: int | None,
     precision: str,
     seed: int,
     threads: int,
@@ -115,7 +108,7 @@ def run(
     result, strands = reads_to_strands(
         read_set, checkpoint.model, strand=strand, params={"max_dist": max_dist},
         expected_length=expected_length, min_size=min_size, seed=seed, threads=workers,
-        precision=precision,
+        batch_size=batch_size, precision=precision,
     )
     params = {
         "reads": reads, "model": model_path or "bundled", "strand": strand,
