@@ -57,3 +57,14 @@ def test_fewer_rows_than_k_pads_with_minus_one():
 def test_bad_index_kind_is_an_error():
     with pytest.raises(DnaembedError, match="unknown index kind"):
         NeighbourIndex(np.zeros((3, 2), np.float32), kind="ivf")
+
+
+def test_hnsw_reaches_every_tight_group():
+    # Reads of one strand are tight groups far apart; a sparse HNSW graph (M = 16) leaves
+    # some groups unreachable (here ~3% of neighbours missed), the index's M must not.
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(5000, 64)) * 3
+    x = (np.repeat(centres, 4, axis=0) + rng.normal(size=(20000, 64)) * 0.3).astype(np.float32)
+    group = np.repeat(np.arange(5000), 4)
+    nb = self_neighbours(NeighbourIndex(x, kind="hnsw"), x, 3)
+    assert (group[nb.indices] == group[:, None]).mean() >= 0.995
