@@ -59,7 +59,8 @@ def default_batch_size(device: torch.device) -> int:
     return 4096 if device.type == "cuda" else 256
 
 
-def _autocast(device: torch.device, precision: str):
+def autocast(device: torch.device, precision: str):
+    """Context in which the encoder runs at ``precision`` (training uses it too)."""
     precision = resolve_precision(precision, device)
     if precision == "float32":
         return contextlib.nullcontext()
@@ -85,7 +86,7 @@ def embed_codes(
     batch_size = batch_size or default_batch_size(device)
     model.eval()
     out = np.empty((len(codes), model.config.embedding_dim), dtype=np.float32)
-    with _autocast(device, precision):
+    with autocast(device, precision):
         for start in range(0, len(codes), batch_size):
             batch = torch.from_numpy(codes[start : start + batch_size]).to(device)
             out[start : start + len(batch)] = model(batch).float().cpu().numpy()

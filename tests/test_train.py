@@ -14,9 +14,11 @@ TINY = [
 ]
 
 
-def test_short_training_run_lowers_validation_error(tmp_path):
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_short_training_run_lowers_validation_error(tmp_path, precision):
     config = load_config(None, TINY + ["train.steps=240", "train.val_every=40",
-                                       "train.loss=\"poisson\""])
+                                       "train.loss=\"poisson\"",
+                                       f"train.precision=\"{precision}\""])
     result = train(config, tmp_path, device="cpu")
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     first, best = lines[0]["mae_near"], min(x["mae_near"] for x in lines)
@@ -40,6 +42,8 @@ def test_resume_continues_from_last_step(tmp_path):
 def test_config_errors_are_clear(tmp_path):
     with pytest.raises(DnaembedError, match=r"unknown \[model\] settings: colour"):
         load_config(None, ["model.colour=1"])
+    with pytest.raises(DnaembedError, match="unknown train.precision 'float8'"):
+        load_config(None, ['train.precision="float8"'])
     bad = tmp_path / "bad.toml"
     bad.write_text("[model\nwindow=3")
     with pytest.raises(DnaembedError, match="not valid TOML"):

@@ -38,6 +38,11 @@ from dnaembed.cli.base import cli, common_options, echo_result
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), help="Override train.lr.")
 @click.option("--loss", type=click.Choice(["chi2", "poisson", "mse"]), help="Override train.loss.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
+@click.option(
+    "--precision",
+    type=click.Choice(["auto", "float32", "bfloat16"]),
+    help="Override train.precision: the forward pass's arithmetic (bfloat16 autocast).",
+)
 @click.option("--resume", is_flag=True, help="Continue from OUTPUT/last.pt.")
 @click.option(
     "--max-seconds",
@@ -73,6 +78,7 @@ def train(
     lr,
     loss,
     device,
+    precision,
     resume,
     max_seconds,
     comm_hook,
@@ -94,6 +100,7 @@ def train(
         "train.batch_size": batch_size,
         "train.lr": lr,
         "train.loss": loss,
+        "train.precision": precision,
         "distributed.comm_hook": comm_hook,
         "distributed.powersgd_rank": powersgd_rank,
         "distributed.bucket_cap_mb": bucket_cap_mb,

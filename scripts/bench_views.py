@@ -1,0 +1,78 @@
+#!/usr/bin/env python
+"""How much of an encoder's error is noise that averaging removes (issue 3's open target).
+
+Levenshtein distance does not change when both sequences go through the same
+relabelling of the bases (A<->T, C<->G, ...), but the encoder sees a different
+input and gives a different estimate. Averaging the estimates of k relabellings
+(k forward passes per read; the same as concatenating k embeddings scaled by
+1/sqrt(k)) shows which part of the error is variance and which part is shared,
+i.e. what the encoder cannot represent. Averaging across models (an ensemble)
+shows the same across trainings. Same 20,000 held-out pairs as bench_model.py.
+
+    python scripts/bench_views.py [--models a.pt b.pt] [--views 1 2 4 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+import torch
+from bench_model import held_out_pairs, predicted
+
+from dnaembed.metrics import approximation_metrics
+from dnaembed.model import load_model
+
+# The identity first, then the complement (the relabelling most unlike the identity),
+# then other permutations of ACGT.
+RELABELLINGS = ("ACGT", "TGCA", "CATG", "GTAC", "AGCT", "CTAG", "GACT", "TCGA")
+
+
+def relabel(seqs: list[str], order: str) -> list[str]:
+    table = str.maketrans("ACGT", order)
+    return [s.translate(table) for s in seqs]
+
+
+def row(label: str, estimate: np.ndarray, truth: np.ndarray) -> str:
+    m = approximation_metrics(estimate, truth)
+    return f"| {label} | {m['mae_near']:.3f} | {m['bias_near']:+.3f} | {m['spearman']:.4f} |"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=["bundled"],
+                        help="checkpoints; 'bundled' is the model shipped with dnaembed")
+    parser.add_argument("--views", nargs="*", type=int, default=[1, 2, 4, 8])
+    parser.add_argument("--pairs", type=int, default=20_000)
+    parser.add_argument("--threads", type=int, default=0)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if max(args.views) > len(RELABELLINGS) or min(args.views) < 1:
+        parser.error(f"--views must be between 1 and {len(RELABELLINGS)}")
+    pairs = held_out_pairs(args.pairs)
+    estimates: dict[str, list[np.ndarray]] = {}
+    for path in args.models:
+        model = load_model(None if path == "bundled" else path).model
+        estimates[path] = [
+            predicted(model, relabel(pairs.a, order), relabel(pairs.b, order))
+            for order in RELABELLINGS[: max(args.views)]
+        ]
+    print(f"held-out pairs: {len(pairs):,}, near (d<=40): {int((pairs.distance <= 40).sum()):,}\n")
+    print("| estimate | MAE d<=40 | bias d<=40 | Spearman |")
+    print("|---|---:|---:|---:|")
+    for name, views in estimates.items():
+        for k in args.views:
+            print(row(f"{name}, mean of {k} relabelling(s)", np.mean(views[:k], axis=0),
+                      pairs.distance))
+    if len(estimates) > 1:
+        for k in sorted({1, min(2, max(args.views))}):
+            pooled = [v for views in estimates.values() for v in views[:k]]
+            print(row(f"ensemble of {len(estimates)} models, {k} relabelling(s) each",
+                      np.mean(pooled, axis=0), pairs.distance))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
