@@ -2,9 +2,10 @@
 
 Sets (``--sets``, comma-separated): simulated ``illumina-array``, ``nanopore``,
 ``nanopore-hard`` (``--strands`` random strands of ``--length`` nt, negative
-binomial coverage of mean ``--coverage``, optionally ``--reverse-fraction`` /
-``--truncate-fraction``), and ``real``: ../shared/data/ldpc-exp7 (13,248 designs
-of 150 nt, reads in both orientations, truncated reads, shared primers).
+binomial coverage of mean ``--coverage`` and dispersion ``--dispersion``,
+optionally ``--reverse-fraction`` / ``--truncate-fraction``), and ``real``:
+../shared/data/ldpc-exp7 (13,248 designs of 150 nt, reads in both orientations,
+truncated reads, shared primers).
 
 Clusters (``--clusters``):
   * ``truth`` (default): the true clusters (the consensus step measured alone);
@@ -61,7 +62,7 @@ def load_set(name: str, args) -> dict:
     sim = simulate_reads(
         strands,
         PRESETS[name],
-        Coverage("negbin", mean=args.coverage),
+        Coverage("negbin", mean=args.coverage, dispersion=args.dispersion),
         ReadLayout(
             reverse_fraction=args.reverse_fraction, truncate_fraction=args.truncate_fraction
         ),
@@ -203,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--strands", type=int, default=10_000)
     p.add_argument("--length", type=int, default=150)
     p.add_argument("--coverage", type=float, default=10.0)
+    p.add_argument("--dispersion", type=float, default=5.0,
+                   help="Negative binomial k: variance mean + mean^2/k (large k: Poisson).")
     p.add_argument("--reverse-fraction", type=float, default=0.0)
     p.add_argument("--truncate-fraction", type=float, default=0.0)
     p.add_argument("--no-length-hint", dest="length_hint", action="store_false",
