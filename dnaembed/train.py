@@ -65,7 +65,7 @@ class OptimConfig:
     val_every: int = 500
     prefetch: int = 4
     # Forward pass precision: "bfloat16" (autocast; weights, gradients and the loss stay
-    # float32) made steps 1.4x faster on an AMX CPU (README); "auto" picks it where the
+    # float32) made steps 1.4x faster on an AVX512-BF16 CPU (README); "auto" picks it where the
     # hardware has bfloat16, float32 elsewhere.
     precision: str = "float32"
 
