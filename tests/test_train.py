@@ -58,3 +58,10 @@ def test_train_cli_and_bad_device(tmp_path):
     assert_clean_error(run_cli(*args, "--device", "tpu"), "unknown device 'tpu'")
     assert_clean_error(run_cli("train", "--config", str(tmp_path / "nope.toml")),
                        "no such config file")
+
+
+def test_cli_precision_choices_match_the_library():
+    from dnaembed.cli.base import PRECISION_CHOICE
+    from dnaembed.embed import PRECISIONS
+
+    assert tuple(PRECISION_CHOICE.choices) == PRECISIONS

@@ -53,6 +53,10 @@ def common_options(func):
 
 _state = {"verbose": 0}
 
+#: The encoder's arithmetic (dnaembed.embed.PRECISIONS; not imported, to keep torch out of
+#: the CLI's start-up): inference and training take the same choices.
+PRECISION_CHOICE = click.Choice(["auto", "float32", "bfloat16"])
+
 #: Options shared by the commands that run the encoder (embed, cluster, run).
 model_option = click.option(
     "-m", "--model", "model_path", help="Model file (default: the bundled model)."
@@ -70,7 +74,7 @@ def inference_options(func):
     """--device, --batch-size, --precision: how the encoder runs."""
     func = click.option(
         "--precision",
-        type=click.Choice(["auto", "float32", "bfloat16"]),
+        type=PRECISION_CHOICE,
         default="auto",
         show_default=True,
         help="Inference arithmetic (auto: bfloat16 where the hardware has it).",

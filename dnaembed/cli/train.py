@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from dnaembed.cli.base import cli, common_options, echo_result
+from dnaembed.cli.base import PRECISION_CHOICE, cli, common_options, echo_result
 
 
 @cli.command()
@@ -40,7 +40,7 @@ from dnaembed.cli.base import cli, common_options, echo_result
 @click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
 @click.option(
     "--precision",
-    type=click.Choice(["auto", "float32", "bfloat16"]),
+    type=PRECISION_CHOICE,
     help="Override train.precision: the forward pass's arithmetic (bfloat16 autocast).",
 )
 @click.option("--resume", is_flag=True, help="Continue from OUTPUT/last.pt.")
