@@ -5,12 +5,15 @@ import pytest
 import torch
 
 from dnaembed.embed import EmbedStats, embed_codes, embed_sequences
+from dnaembed.encoding import encode_padded
 from dnaembed.errors import DnaembedError
 from dnaembed.model import (
     Encoder,
     EncoderConfig,
+    PairPool,
     load_checkpoint,
     load_model,
+    reverse_reads,
     save_checkpoint,
     squared_distance,
 )
@@ -108,3 +111,61 @@ def test_bundled_model_loads():
     ckpt = load_model(None)
     assert ckpt.model.config.window >= 160
     assert embed_sequences(ckpt.model, ["ACGT" * 37]).shape == (1, ckpt.model.config.embedding_dim)
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("length", [8, 9])
+def test_pair_pool_matches_torch_pooling_values_and_gradients(mode, length):
+    # Our own max backward must give the gradients of torch's max pooling (ties aside:
+    # random inputs have none), also on odd lengths, where the last position is dropped.
+    reference = torch.nn.functional.avg_pool1d if mode == "avg" else torch.nn.functional.max_pool1d
+    x = torch.randn(3, 4, length, generator=torch.Generator().manual_seed(length))
+    weights = torch.randn(3, 4, length // 2)
+    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out = PairPool(mode)(ours)
+    expected = reference(theirs, 2)
+    assert torch.equal(out, expected)
+    (out * weights).sum().backward()
+    (expected * weights).sum().backward()
+    assert torch.allclose(ours.grad, theirs.grad)
+    assert ours.grad[..., length - length % 2 :].abs().sum() == 0
+    with torch.no_grad():
+        assert torch.equal(PairPool(mode)(x), expected)
+
+
+def test_reverse_reads_reverses_each_read_and_keeps_padding():
+    codes = torch.from_numpy(encode_padded(["ACGTT", "GGA", ""], 8))
+    back = ["".join("ACGTN#"[c] for c in row) for row in reverse_reads(codes).tolist()]
+    assert back == ["TTGCA###", "AGG#####", "########"]
+    assert torch.equal(reverse_reads(reverse_reads(codes)), codes)
+
+
+def test_two_ended_encoder_reads_from_both_ends():
+    torch.manual_seed(1)
+    cfg = EncoderConfig(window=64, channels=[8, 8, 8], embedding_dim=16, ends=2)
+    model = Encoder(cfg).eval()
+    # With the 3' branch's weights equal to the 5' branch's, reversing a read only
+    # swaps the two halves of its embedding: the second half really reads it backwards.
+    model.features_3p.load_state_dict(model.features.state_dict())
+    model.head_3p.load_state_dict(model.head.state_dict())
+    seqs = ["ACGTTGCAAGTC" * 3, "GATTACA" * 4]
+    fwd = embed_sequences(model, seqs)
+    rev = embed_sequences(model, [s[::-1] for s in seqs])
+    assert fwd.shape == (2, 16)
+    assert np.allclose(rev, np.concatenate([fwd[:, 8:], fwd[:, :8]], axis=1), atol=1e-5)
+    assert not np.allclose(fwd[:, :8], fwd[:, 8:], atol=1e-3)
+
+
+def test_two_ended_checkpoint_round_trip(tmp_path):
+    torch.manual_seed(2)
+    model = Encoder(EncoderConfig(window=64, channels=[8, 8, 8], embedding_dim=16, ends=2)).eval()
+    save_checkpoint(tmp_path / "m.pt", model)
+    again = load_checkpoint(tmp_path / "m.pt").model
+    seqs = ["ACGT" * 9, "TTGACNA"]
+    assert np.array_equal(embed_sequences(model, seqs), embed_sequences(again, seqs))
+
+
+@pytest.mark.parametrize("ends, dim", [(3, 18), (2, 15), (0, 16)])
+def test_bad_ends_are_refused(ends, dim):
+    with pytest.raises(DnaembedError, match="ends"):
+        EncoderConfig(window=64, channels=[8, 8, 8], embedding_dim=dim, ends=ends)

@@ -1,12 +1,15 @@
 import json
+from pathlib import Path
 
 import pytest
+import torch
 from conftest import assert_clean_error, run_cli
 
 from dnaembed.errors import DnaembedError
-from dnaembed.model import load_checkpoint
+from dnaembed.model import Encoder, load_checkpoint
 from dnaembed.train import load_config, train
 
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 TINY = [
     "model.window=128", "model.channels=[16,16,16,16]", "model.embedding_dim=32",
     "pairs.length_min=80", "pairs.length_max=110", "train.batch_size=64",
@@ -14,11 +17,12 @@ TINY = [
 ]
 
 
-@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-def test_short_training_run_lowers_validation_error(tmp_path, precision):
+@pytest.mark.parametrize("precision, ends", [("float32", 1), ("bfloat16", 1), ("float32", 2)])
+def test_short_training_run_lowers_validation_error(tmp_path, precision, ends):
     config = load_config(None, TINY + ["train.steps=240", "train.val_every=40",
                                        "train.loss=\"poisson\"",
-                                       f"train.precision=\"{precision}\""])
+                                       f"train.precision=\"{precision}\"",
+                                       f"model.ends={ends}"])
     result = train(config, tmp_path, device="cpu")
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     first, best = lines[0]["mae_near"], min(x["mae_near"] for x in lines)
@@ -27,6 +31,14 @@ def test_short_training_run_lowers_validation_error(tmp_path, precision):
     for name in ("best.pt", "last.pt", "config.toml", "validation.png"):
         assert (tmp_path / name).is_file()
     assert load_checkpoint(tmp_path / "best.pt").metrics["mae_near"] == best
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.toml")), ids=lambda p: p.stem)
+def test_shipped_configs_load_and_build(path):
+    config = load_config(path)
+    model = Encoder(config.model).eval()
+    assert model(torch.full((2, config.model.window), 5, dtype=torch.uint8)).shape == (
+        2, config.model.embedding_dim)
 
 
 def test_resume_continues_from_last_step(tmp_path):
