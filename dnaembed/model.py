@@ -61,8 +61,11 @@ class EncoderConfig:
             raise DnaembedError(f"pool must be 'avg' or 'max', got {self.pool!r}")
         if self.convs_per_block < 1:
             raise DnaembedError(f"convs_per_block must be >= 1, got {self.convs_per_block}")
-        if self.ends not in (1, 2) or self.embedding_dim % self.ends:
-            raise DnaembedError("ends must be 1 or 2, and divide embedding_dim")
+        if type(self.ends) is not int or self.ends not in (1, 2) or self.embedding_dim % self.ends:
+            raise DnaembedError(
+                f"ends must be 1 or 2 and divide embedding_dim, got ends={self.ends!r} "
+                f"with embedding_dim={self.embedding_dim}"
+            )
         if self.kernel_size % 2 != 1:
             raise DnaembedError(f"kernel size must be odd, got {self.kernel_size}")
 
@@ -94,7 +97,7 @@ def one_hot_table() -> torch.Tensor:
 
 
 class _PairMax(torch.autograd.Function):
-    """Max over pairs of positions, with a backward of two fused ops.
+    """Max over pairs of positions, with a backward of a few elementwise ops.
 
     ``torch.maximum``'s own backward (ties split, masked fills on strided views)
     made a training step of a max-pooled encoder 2.2x slower than an averaging one.

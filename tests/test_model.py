@@ -165,7 +165,7 @@ def test_two_ended_checkpoint_round_trip(tmp_path):
     assert np.array_equal(embed_sequences(model, seqs), embed_sequences(again, seqs))
 
 
-@pytest.mark.parametrize("ends, dim", [(3, 18), (2, 15), (0, 16)])
+@pytest.mark.parametrize("ends, dim", [(3, 18), (2, 15), (0, 16), (2.0, 16), ("2", 16)])
 def test_bad_ends_are_refused(ends, dim):
     with pytest.raises(DnaembedError, match="ends"):
         EncoderConfig(window=64, channels=[8, 8, 8], embedding_dim=dim, ends=ends)
