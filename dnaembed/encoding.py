@@ -27,7 +27,8 @@ for _i, _b in enumerate(ALPHABET):
 _PADDED_TABLE = _ENCODE_TABLE.copy()
 _PADDED_TABLE[ord("#")] = PAD_CODE
 _DECODE_TABLE = np.frombuffer(ALPHABET.encode() + b"N" * 251, dtype=np.uint8)
-_COMPLEMENT_CODE = np.array([3, 2, 1, 0, 4, 5], dtype=np.uint8)
+# Complement of each code (A<->T, C<->G); N and padding stay.
+COMPLEMENT_CODE = np.array([3, 2, 1, 0, N_CODE, PAD_CODE], dtype=np.uint8)
 _COMPLEMENT_STR = str.maketrans("ACGTNacgtn", "TGCANtgcan")
 
 
@@ -86,9 +87,9 @@ def reverse_complement_flat(
     """Reverse-complement the sequences of a flat array (all, or those where ``which`` is True)."""
     out = reverse_segments(codes, lengths, which)
     if which is None:
-        return _COMPLEMENT_CODE[out]
+        return COMPLEMENT_CODE[out]
     flip = which[segment_ids(lengths)]
-    out[flip] = _COMPLEMENT_CODE[out[flip]]
+    out[flip] = COMPLEMENT_CODE[out[flip]]
     return out
 
 

@@ -23,6 +23,7 @@ import queue
 import threading
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +69,9 @@ class OptimConfig:
     # float32) made steps 1.4x faster on an AVX512-BF16 CPU (README); "auto" picks it where the
     # hardware has bfloat16, float32 elsewhere.
     precision: str = "float32"
+    # Start from the weights of this checkpoint (fine-tuning; a path relative to the working
+    # directory). Settings without weights of their own, such as model.views, may differ.
+    init: str = ""
 
     def __post_init__(self) -> None:
         get_loss(self.loss)
@@ -332,6 +336,8 @@ def _train(
     start_step, best_metric, history = 0, math.inf, []
     if resume:
         start_step, best_metric = _restore(out_dir / "last.pt", model, optimizer, ctx)
+    elif cfg.init:
+        _initialise(Path(cfg.init), model, ctx)
     ddp_model, comm = wrap_ddp(model, ctx, config.distributed)
     loss_fn = get_loss(cfg.loss)
     sampler = make_sampler(config.pairs, seed=[config.seed, ctx.rank, start_step])
@@ -529,35 +535,62 @@ def _training_record(config: TrainConfig, ctx: DistContext, step: int) -> dict:
     }
 
 
-def _restore(path: Path, model: Encoder, optimizer, ctx: DistContext) -> tuple[int, float]:
-    # Rank 0 reads last.pt and hands it to the other ranks: on several machines only
-    # rank 0's run directory holds it, and a bad file fails every rank alike (no hang).
+def _read_on_main(ctx: DistContext, read: Callable[[], tuple]) -> tuple:
+    """``read()`` on rank 0, its result (or its error, raised) on every rank.
+
+    On several machines only rank 0's run directory may hold the file, and a bad file
+    must fail every rank alike (no hang)."""
     state: tuple = ("error", "")
     if ctx.is_main:
         try:
-            if not path.is_file():
-                raise DnaembedError(f"--resume: {path} does not exist (nothing to resume)")
-            ckpt = load_checkpoint(path, device="cpu")
-            if ckpt.model.config != model.config:
-                raise DnaembedError(f"--resume: {path} was trained with a different model config")
-            state = ("ok", ckpt.model.state_dict(), ckpt.extra_state or {})
+            state = ("ok", *read())
         except DnaembedError as e:
             state = ("error", str(e))
     state = broadcast_object(ctx, state)
     if state[0] == "error":
         raise DnaembedError(state[1])
-    _, weights, extra = state
+    return state[1:]
+
+
+def _restore(path: Path, model: Encoder, optimizer, ctx: DistContext) -> tuple[int, float]:
+    def read() -> tuple:
+        if not path.is_file():
+            raise DnaembedError(f"--resume: {path} does not exist (nothing to resume)")
+        ckpt = load_checkpoint(path, device="cpu")
+        if ckpt.model.config != model.config:
+            raise DnaembedError(f"--resume: {path} was trained with a different model config")
+        saved_world = (ckpt.training or {}).get("world_size", 1)
+        return ckpt.model.state_dict(), ckpt.extra_state or {}, saved_world
+
+    weights, extra, saved_world = _read_on_main(ctx, read)
     model.load_state_dict(weights)
     if "optimizer" in extra:
         optimizer.load_state_dict(extra["optimizer"])
     step = int(extra.get("step", 0))
     if ctx.is_main:
-        saved_world = (ckpt.training or {}).get("world_size", 1)
         logger.info(
             "resuming from %s at step %d (saved by %s rank(s), resumed on %d)",
             path, step, saved_world, ctx.world_size,
         )
     return step, float(extra.get("best_metric", math.inf))
+
+
+def _initialise(path: Path, model: Encoder, ctx: DistContext) -> None:
+    """Start from another run's weights (``train.init``); the optimizer starts afresh."""
+    def read() -> tuple:
+        weights = load_checkpoint(path, device="cpu").model.state_dict()
+        ours = model.state_dict()
+        if set(weights) != set(ours) or any(weights[k].shape != ours[k].shape for k in ours):
+            raise DnaembedError(
+                f"train.init: {path} has other weights than this model config (only settings "
+                "without weights of their own, such as model.views, may differ)"
+            )
+        return (weights,)
+
+    (weights,) = _read_on_main(ctx, read)
+    model.load_state_dict(weights)
+    if ctx.is_main:
+        logger.info("starting from the weights of %s", path)
 
 
 def _plot(model: Encoder, val: PairBatch, path: Path, best_path: Path) -> None:

@@ -11,9 +11,11 @@ from dnaembed.model import (
     Encoder,
     EncoderConfig,
     PairPool,
+    conv_pair_mean,
     load_checkpoint,
     load_model,
     reverse_reads,
+    run_blocks,
     save_checkpoint,
     squared_distance,
 )
@@ -169,3 +171,77 @@ def test_two_ended_checkpoint_round_trip(tmp_path):
 def test_bad_ends_are_refused(ends, dim):
     with pytest.raises(DnaembedError, match="ends"):
         EncoderConfig(window=64, channels=[8, 8, 8], embedding_dim=dim, ends=ends)
+
+
+@pytest.mark.parametrize("kernel", [3, 5])
+@pytest.mark.parametrize("length", [8, 9])
+def test_convolution_and_pair_mean_as_one_strided_convolution(kernel, length):
+    # Same values and gradients as the two layers it replaces, odd lengths included.
+    gen = torch.Generator().manual_seed(kernel * length)
+    conv = torch.nn.Conv1d(4, 6, kernel, padding=kernel // 2)
+    x = torch.randn(3, 4, length, generator=gen)
+    weights = torch.randn(3, 6, length // 2, generator=gen)
+    fused = conv_pair_mean(conv, x)
+    expected = PairPool("avg")(conv(x))
+    assert fused.shape == expected.shape
+    assert torch.allclose(fused, expected, atol=1e-6)
+    grads = []
+    for out in (conv_pair_mean(conv, x), PairPool("avg")(conv(x))):
+        conv.zero_grad()
+        (out * weights).sum().backward()
+        grads.append((conv.weight.grad.clone(), conv.bias.grad.clone()))
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(*grads))
+
+
+@pytest.mark.parametrize("pool, dilations", [("avg", None), ("avg", [1, 2, 1]), ("max", None)])
+def test_run_blocks_gives_the_layers_result(pool, dilations):
+    torch.manual_seed(3)
+    cfg = EncoderConfig(window=64, channels=[8, 8, 8], embedding_dim=16, pool=pool,
+                        dilations=dilations, convs_per_block=2)
+    model = Encoder(cfg).eval()
+    x = model.one_hot[torch.from_numpy(encode_padded(["ACGTTGCA" * 5, "GATTACA"], 64)).long()]
+    x = x.transpose(1, 2)
+    assert torch.allclose(run_blocks(model.features, x), model.features(x), atol=1e-5)
+
+
+def _views_pair(ends: int) -> tuple[Encoder, Encoder]:
+    """An encoder, and the same weights with the complement view added."""
+    torch.manual_seed(4)
+    one = Encoder(EncoderConfig(window=64, channels=[8, 8, 8], embedding_dim=16, ends=ends))
+    two = Encoder(EncoderConfig(window=64, channels=[8, 8, 8], embedding_dim=32, ends=ends,
+                                views=2))
+    # Running statistics from a batch of random reads, so that embeddings spread out.
+    for layer in one.modules():
+        if isinstance(layer, torch.nn.BatchNorm1d):
+            layer.momentum = 1.0
+    rng = np.random.default_rng(4)
+    with torch.no_grad():
+        one.train()(torch.from_numpy(rng.integers(0, 4, (64, 64), dtype=np.uint8)))
+    two.load_state_dict(one.state_dict())
+    return one.eval(), two.eval()
+
+
+@pytest.mark.parametrize("ends", [1, 2])
+def test_complement_view_averages_the_two_estimates(ends):
+    one, two = _views_pair(ends)
+    a = ["ACGTTGCAAGTCN" * 3, "GATTACA" * 4, "TTTT"]
+    b = ["ACGTTGAAGTCA" * 3, "GATACCA" * 4, "GGCC"]
+    comp = str.maketrans("ACGTN", "TGCAN")
+
+    def dist(model, x, y):
+        return squared_distance(torch.from_numpy(embed_sequences(model, x, precision="float32")),
+                                torch.from_numpy(embed_sequences(model, y, precision="float32")))
+
+    plain = dist(one, a, b)
+    complemented = dist(one, [s.translate(comp) for s in a], [s.translate(comp) for s in b])
+    assert not torch.allclose(plain, complemented, atol=1e-3)
+    assert torch.allclose(dist(two, a, b), (plain + complemented) / 2, atol=1e-4)
+    # Complementing a read swaps the views: the distance is blind to the relabelling.
+    assert torch.allclose(dist(two, a, b), dist(two, [s.translate(comp) for s in a],
+                                                 [s.translate(comp) for s in b]), atol=1e-4)
+
+
+@pytest.mark.parametrize("views, dim", [(3, 48), (2, 18), (0, 16), (2.0, 16)])
+def test_bad_views_are_refused(views, dim):
+    with pytest.raises(DnaembedError, match="views"):
+        EncoderConfig(window=64, channels=[8, 8, 8], embedding_dim=dim, ends=2, views=views)

@@ -77,3 +77,29 @@ def test_cli_precision_choices_match_the_library():
     from dnaembed.embed import PRECISIONS
 
     assert tuple(PRECISION_CHOICE.choices) == PRECISIONS
+
+
+def test_init_starts_from_another_runs_weights(tmp_path):
+    # A fine-tune from a trained run (here also adding the complement view, which has no
+    # weights of its own) starts where that run ended, far below a fresh start.
+    base = TINY + ["train.loss=\"poisson\"", "train.val_every=10"]
+    train(load_config(None, base + ["train.steps=200"]), tmp_path / "a", device="cpu")
+    trained = load_checkpoint(tmp_path / "a" / "best.pt").metrics["mae_near"]
+    fine = base + ["train.steps=10", "model.views=2", "model.embedding_dim=64", "train.lr=1e-5"]
+    tuned = train(load_config(None, fine + [f"train.init=\"{tmp_path / 'a' / 'best.pt'}\""]),
+                  tmp_path / "b", device="cpu")
+    fresh = train(load_config(None, fine), tmp_path / "c", device="cpu")
+    assert tuned.best["mae_near"] < 1.2 * trained < fresh.best["mae_near"], (
+        trained, tuned.best, fresh.best)
+
+
+def test_init_from_a_different_architecture_is_refused(tmp_path):
+    train(load_config(None, TINY + ["train.steps=5", "train.val_every=5"]), tmp_path / "a",
+          device="cpu")
+    other = load_config(None, TINY + ["train.steps=5", "model.channels=[8,8,8,8]",
+                                      f"train.init=\"{tmp_path / 'a' / 'last.pt'}\""])
+    with pytest.raises(DnaembedError, match="train.init: .*last.pt has other weights"):
+        train(other, tmp_path / "b", device="cpu")
+    args = ["train", "-o", str(tmp_path / "c"), "-q", "--init", "nope.pt"]
+    assert_clean_error(run_cli(*args, *[a for item in TINY for a in ("--set", item)]),
+                       "nope.pt: no such model file")

@@ -45,6 +45,11 @@ from dnaembed.cli.base import PRECISION_CHOICE, cli, common_options, echo_result
 )
 @click.option("--resume", is_flag=True, help="Continue from OUTPUT/last.pt.")
 @click.option(
+    "--init",
+    type=click.Path(dir_okay=False),
+    help="Override train.init: start from this checkpoint's weights (fine-tuning).",
+)
+@click.option(
     "--max-seconds",
     type=click.FloatRange(min=0, min_open=True),
     help="Stop (and validate) after this much wall time.",
@@ -80,6 +85,7 @@ def train(
     device,
     precision,
     resume,
+    init,
     max_seconds,
     comm_hook,
     powersgd_rank,
@@ -101,6 +107,7 @@ def train(
         "train.lr": lr,
         "train.loss": loss,
         "train.precision": precision,
+        "train.init": init,
         "distributed.comm_hook": comm_hook,
         "distributed.powersgd_rank": powersgd_rank,
         "distributed.bucket_cap_mb": bucket_cap_mb,
