@@ -7,6 +7,10 @@ with its exact distance and its embedding distance): if a fraction q of the
 pairs are within eps edits, eps in embedding units is the q-quantile of their
 squared embedding distances. A perfectly calibrated model gives back eps; a
 biased one (distances compressed, say) gets the eps that keeps the same pairs.
+The quantile is the midpoint between the m-th and (m+1)-th smallest embedding
+distances, m the number of pairs within eps: eps usually falls in the gap
+between one strand's pairs and unrelated pairs, and an interpolated quantile
+there lands next to the nearest unrelated pair (with 12 strands it merged two).
 
 Memory: DBSCAN's eps-neighbourhoods are taken from the faiss candidate lists
 (``neighbours`` per read and orientation) as a sparse graph, never from an N x N
@@ -79,8 +83,13 @@ class DbscanClusterer(Clusterer):
             data.forward[sample.lo],
         )
         embedded = np.sum((left - data.forward[sample.hi]) ** 2, axis=1)
-        q = float(np.mean(dist <= eps))
-        return float(np.quantile(embedded, q)) if q > 0 else float(embedded.min()) / 2
+        within = int(np.sum(dist <= eps))
+        ordered = np.sort(embedded)
+        if within == 0:
+            return float(ordered[0]) / 2
+        if within == len(ordered):
+            return float(ordered[-1])
+        return float(ordered[within - 1] + ordered[within]) / 2
 
     def _cluster(self, data: FitData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         from scipy import sparse
