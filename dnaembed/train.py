@@ -578,7 +578,10 @@ def _restore(path: Path, model: Encoder, optimizer, ctx: DistContext) -> tuple[i
 def _initialise(path: Path, model: Encoder, ctx: DistContext) -> None:
     """Start from another run's weights (``train.init``); the optimizer starts afresh."""
     def read() -> tuple:
-        weights = load_checkpoint(path, device="cpu").model.state_dict()
+        try:
+            weights = load_checkpoint(path, device="cpu").model.state_dict()
+        except DnaembedError as e:
+            raise DnaembedError(f"train.init: {e}") from None
         ours = model.state_dict()
         if set(weights) != set(ours) or any(weights[k].shape != ours[k].shape for k in ours):
             raise DnaembedError(

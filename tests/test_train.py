@@ -102,4 +102,4 @@ def test_init_from_a_different_architecture_is_refused(tmp_path):
         train(other, tmp_path / "b", device="cpu")
     args = ["train", "-o", str(tmp_path / "c"), "-q", "--init", "nope.pt"]
     assert_clean_error(run_cli(*args, *[a for item in TINY for a in ("--set", item)]),
-                       "nope.pt: no such model file")
+                       "train.init: nope.pt: no such model file")
