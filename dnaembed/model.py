@@ -46,7 +46,7 @@ class EncoderConfig:
     scale: float = 1.0 / math.sqrt(2.0)
     name: str = "cnn-ed-5"
     # 2: a second branch reads each read from its 3' end, and the embedding is both
-    # branches' outputs side by side (embedding_dim / 2 each). Its errors are little
+    # branches' outputs side by side (embedding_dim / (2 x views) each). Its errors are little
     # correlated with the 5' branch's, which an indel early in a read shifts (README).
     ends: int = 1
     # 2: each read is also embedded through its complement (A<->T, C<->G: the edit
