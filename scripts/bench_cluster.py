@@ -8,7 +8,7 @@ A_0.8 / A_0.9 / A_1.0, ARI, NMI, clusters, wall time split into stages
 (read, embed, search, check, link/fit, rescue, write) and peak memory. Also,
 on request, the real ldpc-exp7 set (``--real``) and a scaling series
 (``--scaling 10000,100000,1000000`` reads; graph, ``--strand plus`` and
-``both``).
+``both``; ``--scaling-strands plus`` for one).
 
 Every run happens in a fresh subprocess of this script (``--worker``), so the
 peak memory reported is that run's own (``resource.getrusage``), and it runs
@@ -151,6 +151,8 @@ def main() -> None:
     p.add_argument("--real", action="store_true", help="also the real ldpc-exp7 set")
     p.add_argument("--scaling", default="",
                    help="comma-separated read counts for a graph-method scaling series")
+    p.add_argument("--scaling-strands", default="plus,both",
+                   help="strand modes of the scaling series (comma-separated)")
     p.add_argument("--model", help="model file (default: the bundled model)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
@@ -209,7 +211,7 @@ def main() -> None:
         if not Path(f"{prefix}.fastq.gz").exists():
             simulate_set(prefix, "nanopore", max(1, count // 10), args.length, 10.0, False,
                          args.seed)
-        for strand in ("plus", "both"):
+        for strand in args.scaling_strands.split(","):
             record(f"scaling {count:,}", "graph", strand,
                    run_worker(Path(f"{prefix}.fastq.gz"), Path(f"{prefix}.truth.tsv"), "graph",
                               strand, args, workdir))
