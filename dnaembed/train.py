@@ -328,8 +328,6 @@ def _train(
     config: TrainConfig, out_dir: Path, ctx: DistContext, resume: bool, max_seconds: float | None
 ) -> TrainResult:
     cfg = config.train
-    if ctx.is_main:
-        out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
     model = Encoder(config.model).to(ctx.device)
     optimizer = _make_optimizer(model, cfg)
@@ -344,6 +342,8 @@ def _train(
     prefetch = _Prefetcher(sampler, cfg.batch_size, config.model.window, cfg.prefetch)
     val = validation_set(config) if ctx.is_main else None
     if ctx.is_main:
+        # Created only now: a refused --resume or train.init leaves no empty run directory.
+        out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "config.toml").write_text(config_to_toml(config))
         logger.info(
             "training %s: %d parameters, %d steps of %d sequences x %d rank(s) x %d accumulation, "

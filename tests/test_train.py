@@ -100,6 +100,7 @@ def test_init_from_a_different_architecture_is_refused(tmp_path):
                                       f"train.init=\"{tmp_path / 'a' / 'last.pt'}\""])
     with pytest.raises(DnaembedError, match="train.init: .*last.pt has other weights"):
         train(other, tmp_path / "b", device="cpu")
+    assert not (tmp_path / "b").exists()
     args = ["train", "-o", str(tmp_path / "c"), "-q", "--init", "nope.pt"]
     assert_clean_error(run_cli(*args, *[a for item in TINY for a in ("--set", item)]),
                        "train.init: nope.pt: no such model file")
