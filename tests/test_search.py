@@ -68,3 +68,30 @@ def test_hnsw_reaches_every_tight_group():
     group = np.repeat(np.arange(5000), 4)
     nb = self_neighbours(NeighbourIndex(x, kind="hnsw"), x, 3)
     assert (group[nb.indices] == group[:, None]).mean() >= 0.995
+
+
+def test_wide_vectors_are_searched_on_a_projection_and_reranked_at_full_width():
+    # The bundled model's vectors are 512-d: the graph is built on a PCA projection and its
+    # candidates re-ranked, so the distances returned must be the full-width ones.
+    from dnaembed import search
+
+    x, group = clustered_vectors(n_centres=100, per_centre=6, dim=4 * search.PROJECTED_DIM)
+    index = NeighbourIndex(x, kind="hnsw")
+    assert index.graph.d == search.PROJECTED_DIM < index.dim
+    nb = self_neighbours(index, x, 5)
+    assert (group[nb.indices] == group[:, None]).mean() > 0.99
+    full_width = ((x[:, None, :] - x[nb.indices]) ** 2).sum(-1)
+    assert np.allclose(nb.distances, full_width, rtol=1e-4, atol=1e-2)
+    assert (np.diff(nb.distances, axis=1) >= 0).all()
+    again = self_neighbours(NeighbourIndex(x, kind="hnsw"), x, 5)
+    assert np.array_equal(nb.indices, again.indices)
+
+
+def test_too_few_wide_vectors_for_a_projection_are_searched_at_full_width():
+    from dnaembed import search
+
+    x, group = clustered_vectors(n_centres=10, per_centre=3, dim=2 * search.PROJECTED_DIM)
+    index = NeighbourIndex(x, kind="hnsw")
+    assert index.graph.d == index.dim
+    nb = self_neighbours(index, x, 2)
+    assert (group[nb.indices] == group[:, None]).all()
