@@ -57,9 +57,10 @@ HNSW_EF_CONSTRUCTION = 40
 #: Vectors wider than this get their HNSW graph built on a PCA projection to this many
 #: dimensions; candidates found there are re-ranked by their full-width distances.
 PROJECTED_DIM = 64
-#: Fewest vectors projected: fewer rows than a few times the projection's width give a
-#: covariance that is mostly noise (and such small graphs are cheap at full width).
-PROJECT_MIN_ROWS = 4 * PROJECTED_DIM
+#: Fewest vectors projected, per projected dimension: fewer rows than a few times the
+#: projection's width give a covariance that is mostly noise (and such small graphs are
+#: cheap at full width).
+PROJECT_MIN_ROWS = 4
 #: Candidates taken from the projected graph per neighbour asked for, before re-ranking.
 REFINE_FACTOR = 2
 #: Queries per faiss call: bounds the result buffers, whatever the input size.
@@ -82,9 +83,18 @@ class NeighbourIndex:
     """A faiss index over a set of vectors: exact when small, HNSW when large.
 
     ``kind`` is ``"auto"`` (by :data:`EXACT_LIMIT`), ``"exact"`` or ``"hnsw"``.
+    ``projected_dim``: width of the PCA projection an HNSW graph is built on when
+    the vectors are wider (0: build it on the vectors themselves).
     """
 
-    def __init__(self, vectors: np.ndarray, *, kind: str = "auto", exact_limit: int = EXACT_LIMIT):
+    def __init__(
+        self,
+        vectors: np.ndarray,
+        *,
+        kind: str = "auto",
+        exact_limit: int = EXACT_LIMIT,
+        projected_dim: int = PROJECTED_DIM,
+    ):
         import faiss
 
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -96,16 +106,21 @@ class NeighbourIndex:
             raise DnaembedError(f"unknown index kind {kind!r} (use auto, exact or hnsw)")
         self.kind = kind
         self.size, self.dim = vectors.shape
+        #: The width the search runs at (the projection's, where there is one).
+        self.search_dim = self.dim
         if kind == "exact":
             self.index = faiss.IndexFlatL2(self.dim)
             self.index.add(vectors)
         else:
-            project = self.dim > PROJECTED_DIM and self.size >= PROJECT_MIN_ROWS
-            self.graph = faiss.IndexHNSWFlat(PROJECTED_DIM if project else self.dim, HNSW_M)
+            if projected_dim < 0:
+                raise DnaembedError(f"projected_dim must be >= 0, got {projected_dim}")
+            project = 0 < projected_dim < self.dim and self.size >= PROJECT_MIN_ROWS * projected_dim
+            self.graph = faiss.IndexHNSWFlat(projected_dim if project else self.dim, HNSW_M)
             self.graph.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
             if project:
+                self.search_dim = projected_dim
                 projected = faiss.IndexPreTransform(
-                    faiss.PCAMatrix(self.dim, PROJECTED_DIM), self.graph
+                    faiss.PCAMatrix(self.dim, projected_dim), self.graph
                 )
                 self.index = faiss.IndexRefineFlat(projected)
                 self.index.k_factor = REFINE_FACTOR

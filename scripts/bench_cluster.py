@@ -68,6 +68,8 @@ def worker(args: argparse.Namespace) -> None:
     reads = read_sequences(args.reads)
     seconds_read = time.perf_counter() - t0
     params = {"threads": threads, "seed": args.seed}
+    if args.index_dim is not None:
+        params["index_dim"] = args.index_dim
     result = cluster_reads(reads.seqs, model, method=args.method, strand=args.strand,
                            params=params)
     t1 = time.perf_counter()
@@ -93,10 +95,13 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def run_worker(reads: Path, truth: Path | None, method: str, strand: str, args,
-               workdir: Path) -> dict:
+               workdir: Path, index_dim: int | None = None) -> dict:
     cmd = [sys.executable, __file__, "--worker", "--reads", str(reads), "--method", method,
-           "--strand", strand, "--output", str(workdir / f"{reads.stem}.{method}.tsv"),
+           "--strand", strand, "--output",
+           str(workdir / f"{reads.stem}.{method}{'' if index_dim is None else index_dim}.tsv"),
            "--threads", str(args.threads), "--seed", str(args.seed)]
+    if index_dim is not None:
+        cmd += ["--index-dim", str(index_dim)]
     if truth is not None:
         cmd += ["--truth", str(truth)]
     if args.model:
@@ -156,6 +161,9 @@ def main() -> None:
     p.add_argument("--model", help="model file (default: the bundled model)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--index-dims", default="",
+                   help="comma-separated --index-dim values to run every set with, side by "
+                        "side (0: HNSW on the full vectors; default: cluster's default only)")
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--json", dest="json_out", help="write all results here as JSON")
     p.add_argument("--workdir", help="keep the simulated sets and outputs here")
@@ -165,6 +173,7 @@ def main() -> None:
     p.add_argument("--truth", help=argparse.SUPPRESS)
     p.add_argument("--method", help=argparse.SUPPRESS)
     p.add_argument("--output", help=argparse.SUPPRESS)
+    p.add_argument("--index-dim", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         worker(args)
@@ -187,9 +196,14 @@ def main() -> None:
           f"workdir {workdir}; load = 1-minute load average before/after each run",
           flush=True)
 
-    def record(name, method, strand, result):
-        rows.append({"set": name, "method": method, "strand": strand, "result": result})
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    index_dims = [int(x) for x in args.index_dims.split(",") if x] or [None]
+
+    def record(name, method, strand, reads, truth):
+        for dim in index_dims:
+            result = run_worker(reads, truth, method, strand, args, workdir, dim)
+            label = method if dim is None else f"{method}, index-dim {dim}"
+            rows.append({"set": name, "method": label, "strand": strand, "result": result})
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
 
     for preset in presets:
         name = f"{preset}{'-realistic' if args.realistic else ''}"
@@ -198,23 +212,20 @@ def main() -> None:
             simulate_set(prefix, preset, args.strands, args.length, args.coverage,
                          args.realistic, args.seed)
         for method in methods:
-            record(name, method, args.strand,
-                   run_worker(Path(f"{prefix}.fastq.gz"), Path(f"{prefix}.truth.tsv"), method,
-                              args.strand, args, workdir))
+            record(name, method, args.strand, Path(f"{prefix}.fastq.gz"),
+                   Path(f"{prefix}.truth.tsv"))
     if args.real:
         for method in methods:
-            record("ldpc-exp7 (real)", method, "both",
-                   run_worker(REAL / "reads.fastq.gz", REAL / "truth.tsv.gz", method, "both",
-                              args, workdir))
+            record("ldpc-exp7 (real)", method, "both", REAL / "reads.fastq.gz",
+                   REAL / "truth.tsv.gz")
     for count in [int(float(x)) for x in args.scaling.split(",") if x]:
         prefix = workdir / f"scale-{count}"
         if not Path(f"{prefix}.fastq.gz").exists():
             simulate_set(prefix, "nanopore", max(1, count // 10), args.length, 10.0, False,
                          args.seed)
         for strand in args.scaling_strands.split(","):
-            record(f"scaling {count:,}", "graph", strand,
-                   run_worker(Path(f"{prefix}.fastq.gz"), Path(f"{prefix}.truth.tsv"), "graph",
-                              strand, args, workdir))
+            record(f"scaling {count:,}", "graph", strand, Path(f"{prefix}.fastq.gz"),
+                   Path(f"{prefix}.truth.tsv"))
 
     print("\n" + table(rows))
     if args.json_out:

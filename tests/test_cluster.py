@@ -63,6 +63,23 @@ def test_graph_recovers_the_truth_in_both_orientations(model):
     assert (result.orientation[result.representatives] == 0).all()
 
 
+def test_hnsw_on_a_projection_recovers_the_truth_and_repeats_itself(model):
+    # 480 reads of 512-d vectors: enough for the HNSW graph's 64-d projection (a forced
+    # --index hnsw; by default HNSW starts at 20,000 reads), with full-width re-ranking.
+    from dnaembed.search import PROJECT_MIN_ROWS, PROJECTED_DIM
+
+    sim = simulated("nanopore", 60, reverse=0.5)
+    assert len(sim.seqs) >= PROJECT_MIN_ROWS * PROJECTED_DIM
+    runs = []
+    for _ in range(2):
+        est = GraphClusterer(index="hnsw", seed=3)
+        runs.append(cluster_reads(sim.seqs, model, clusterer=est))
+        assert est.stats_["index_dim"] == PROJECTED_DIM < model.config.embedding_dim
+    a, b = runs
+    assert scores(sim, a)["A_1.0"] == 1.0 and orientation_errors(sim, a) == 0
+    assert np.array_equal(a.labels, b.labels) and np.array_equal(a.orientation, b.orientation)
+
+
 def test_plus_strand_splits_reads_of_both_orientations(model):
     sim = simulated("illumina", 10, reverse=0.5)
     both = cluster_reads(sim.seqs, model, strand="both")

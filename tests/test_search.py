@@ -77,7 +77,7 @@ def test_wide_vectors_are_searched_on_a_projection_and_reranked_at_full_width():
 
     x, group = clustered_vectors(n_centres=100, per_centre=6, dim=4 * search.PROJECTED_DIM)
     index = NeighbourIndex(x, kind="hnsw")
-    assert index.graph.d == search.PROJECTED_DIM < index.dim
+    assert index.search_dim == index.graph.d == search.PROJECTED_DIM < index.dim
     nb = self_neighbours(index, x, 5)
     assert (group[nb.indices] == group[:, None]).mean() > 0.99
     full_width = ((x[:, None, :] - x[nb.indices]) ** 2).sum(-1)
@@ -92,6 +92,11 @@ def test_too_few_wide_vectors_for_a_projection_are_searched_at_full_width():
 
     x, group = clustered_vectors(n_centres=10, per_centre=3, dim=2 * search.PROJECTED_DIM)
     index = NeighbourIndex(x, kind="hnsw")
-    assert index.graph.d == index.dim
+    assert index.search_dim == index.graph.d == index.dim
     nb = self_neighbours(index, x, 2)
     assert (group[nb.indices] == group[:, None]).all()
+    # And so are vectors when the projection is turned off.
+    many, _ = clustered_vectors(n_centres=100, per_centre=6, dim=2 * search.PROJECTED_DIM)
+    assert NeighbourIndex(many, kind="hnsw", projected_dim=0).search_dim == many.shape[1]
+    with pytest.raises(DnaembedError, match="projected_dim"):
+        NeighbourIndex(many, kind="hnsw", projected_dim=-1)

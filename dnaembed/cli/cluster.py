@@ -12,6 +12,7 @@ from dnaembed.cli.base import (
     model_option,
     strand_option,
 )
+from dnaembed.search import PROJECTED_DIM
 
 
 @cli.command()
@@ -70,6 +71,14 @@ from dnaembed.cli.base import (
     show_default=True,
     help="Neighbour search: exact up to 20,000 reads, HNSW beyond (auto).",
 )
+@click.option(
+    "--index-dim",
+    type=click.IntRange(min=0),
+    default=PROJECTED_DIM,
+    show_default=True,
+    help="HNSW: build the graph on a PCA projection of the vectors to this many dimensions, "
+    "re-ranking its candidates at full width (0: on the full vectors).",
+)
 @inference_options
 @common_options
 def cluster(
@@ -87,6 +96,7 @@ def cluster(
     min_samples: int | None,
     rescue: bool,
     index: str,
+    index_dim: int,
     device: str,
     batch_size: int | None,
     precision: str,
@@ -138,7 +148,10 @@ def cluster(
         "kmeans": {"n_clusters": n_clusters},
         "dbscan": {"eps": eps, "min_samples": min_samples},
     }[method]
-    params.update(neighbours=neighbours, rescue=rescue, index=index, threads=workers, seed=seed)
+    params.update(
+        neighbours=neighbours, rescue=rescue, index=index, index_dim=index_dim, threads=workers,
+        seed=seed,
+    )
     result = cluster_reads(
         read_set.seqs, checkpoint.model, method=method, strand=strand, params=params,
         batch_size=batch_size, precision=precision,

@@ -38,7 +38,7 @@ from dnaembed.cluster.threshold import SAMPLE_PAIRS, Threshold, estimate_thresho
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
 from dnaembed.log import logger
-from dnaembed.search import NeighbourIndex, Neighbours, self_neighbours
+from dnaembed.search import PROJECTED_DIM, NeighbourIndex, Neighbours, self_neighbours
 
 #: Reads whose neighbours are checked in full to choose the threshold.
 THRESHOLD_SAMPLE_READS = 4_000
@@ -114,6 +114,7 @@ class Clusterer:
         *,
         neighbours: int = 16,
         index: str = "auto",
+        index_dim: int = PROJECTED_DIM,
         rescue: bool = True,
         rescue_max_size: int = 2,
         threads: int = 0,
@@ -121,6 +122,7 @@ class Clusterer:
     ) -> None:
         self.neighbours = neighbours
         self.index = index
+        self.index_dim = index_dim
         self.rescue = rescue
         self.rescue_max_size = rescue_max_size
         self.threads = threads
@@ -232,10 +234,11 @@ class Clusterer:
             w = np.asarray(sample_weight, dtype=np.int64)
             if w.shape != (n,) or (w < 1).any():
                 raise DnaembedError("sample_weight must be one positive count per read")
-        limits = (("neighbours", self.neighbours), ("rescue_max_size", self.rescue_max_size))
-        for name, value in limits:
-            if not isinstance(value, int | np.integer) or value < 1:
-                raise DnaembedError(f"{name} must be a positive integer, got {value!r}")
+        limits = (("neighbours", self.neighbours, 1), ("rescue_max_size", self.rescue_max_size, 1),
+                  ("index_dim", self.index_dim, 0))
+        for name, value, least in limits:
+            if not isinstance(value, int | np.integer) or value < least:
+                raise DnaembedError(f"{name} must be an integer >= {least}, got {value!r}")
         lengths = np.fromiter((len(s) for s in reads), dtype=np.int64, count=n)
         return FitData(x, reverse, reads, w, lengths)
 
@@ -250,7 +253,10 @@ class Clusterer:
     def _index(self, data: FitData) -> NeighbourIndex:
         if data.index is None:
             start = time.perf_counter()
-            data.index = NeighbourIndex(data.forward, kind=self.index)
+            data.index = NeighbourIndex(
+                data.forward, kind=self.index, projected_dim=self.index_dim
+            )
+            self.stats_["index_dim"] = data.index.search_dim
             self._add_time("search", start)
         return data.index
 
@@ -271,7 +277,9 @@ class Clusterer:
                 rev = index.search(vectors, k)
                 self._add_time("search", start)
             data.neighbours = (forward, rev)
-            logger.debug("searched %d nearest neighbours (%s index)", k, index.kind)
+            logger.debug(
+                "searched %d nearest neighbours (%s index, %d-d)", k, index.kind, index.search_dim
+            )
         return data.neighbours
 
     def _search_rows(self, data: FitData, rows: np.ndarray) -> tuple[Neighbours, Neighbours | None]:

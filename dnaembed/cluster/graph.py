@@ -38,6 +38,7 @@ from dnaembed.cluster.threshold import Threshold
 from dnaembed.cluster.unionfind import ParityUnionFind
 from dnaembed.errors import DnaembedError
 from dnaembed.log import logger
+from dnaembed.search import PROJECTED_DIM
 
 
 class GraphClusterer(Clusterer):
@@ -45,7 +46,8 @@ class GraphClusterer(Clusterer):
 
     Parameters: ``max_dist`` (edit distance; None = chosen from the data),
     ``neighbours`` (per read), ``guard`` and ``guard_factor``, ``index`` ('auto',
-    'exact', 'hnsw'), ``rescue``, ``rescue_max_size``, ``threads`` (0 = all
+    'exact', 'hnsw'), ``index_dim`` (HNSW graph on a PCA projection to this many
+    dimensions, 0 = the full vectors), ``rescue``, ``rescue_max_size``, ``threads`` (0 = all
     cores), ``seed``.
     """
 
@@ -59,13 +61,15 @@ class GraphClusterer(Clusterer):
         guard: bool = True,
         guard_factor: float = 1.5,
         index: str = "auto",
+        index_dim: int = PROJECTED_DIM,
         rescue: bool = True,
         rescue_max_size: int = 2,
         threads: int = 0,
         seed: int = 0,
     ) -> None:
         super().__init__(
-            neighbours=neighbours, index=index, rescue=rescue, rescue_max_size=rescue_max_size,
+            neighbours=neighbours, index=index, index_dim=index_dim, rescue=rescue,
+            rescue_max_size=rescue_max_size,
             threads=threads, seed=seed,
         )
         self.max_dist = max_dist

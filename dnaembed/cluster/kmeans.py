@@ -47,6 +47,7 @@ from dnaembed.cluster.candidates import candidate_pairs, levenshtein_pairs
 from dnaembed.cluster.orientation import orient_by_neighbours, oriented
 from dnaembed.errors import DnaembedError
 from dnaembed.log import logger
+from dnaembed.search import PROJECTED_DIM
 
 #: Reads whose candidates are checked to estimate the number of clusters.
 ESTIMATE_READS = 2_000
@@ -67,13 +68,15 @@ class KMeansClusterer(Clusterer):
         niter: int = 20,
         neighbours: int = 16,
         index: str = "auto",
+        index_dim: int = PROJECTED_DIM,
         rescue: bool = True,
         rescue_max_size: int = 2,
         threads: int = 0,
         seed: int = 0,
     ) -> None:
         super().__init__(
-            neighbours=neighbours, index=index, rescue=rescue, rescue_max_size=rescue_max_size,
+            neighbours=neighbours, index=index, index_dim=index_dim, rescue=rescue,
+            rescue_max_size=rescue_max_size,
             threads=threads, seed=seed,
         )
         self.n_clusters = n_clusters
