@@ -157,6 +157,8 @@ def test_clean_errors_and_no_partial_output(sim, tmp_path, write):
         assert_clean_error(run_cli("cluster", str(locked), "-o", str(out)), "permission")
     assert_clean_error(run_cli("cluster", reads, "-o", str(tmp_path / "no" / "c.tsv")),
                        "does not exist")
+    assert_clean_error(run_cli("cluster", reads, "--index-dim", "-1", "-o", str(out)),
+                       "--index-dim", code=2)
     assert_clean_error(run_cli("cluster", reads, "--k", "3"), "--k applies to --method kmeans",
                        code=2)
     assert not out.exists() and not (tmp_path / "e.npy").exists()
