@@ -17,22 +17,23 @@ recall for speed where the input is large:
   0.985 (illumina-array) / 0.867 (nanopore-hard); M = 32: 0.999 / 0.943; IVF
   (nlist 1024, nprobe 16), as fast as M = 16: 0.9996 / 0.743. M = 32 builds in
   1.8x the time of M = 16 and lifted A_0.9 at nanopore-hard from 0.986 to 0.998.
-  Vectors wider than :data:`PROJECTED_DIM` (the bundled model's are 512-d) get
-  their graph built on a PCA projection to 64 dimensions (faiss ``PCAMatrix``,
-  fitted on the vectors themselves); the graph proposes :data:`REFINE_FACTOR`
-  times ``k`` candidates, which are re-ranked by their full-width distances
-  (``IndexRefineFlat``), so the distances returned are the full embedding's.
-  The build's cost grows with the width: at 512-d it was 74% of ``cluster``
-  time. Measured on 100,000 simulated reads (2 cores, 2026-11-30, the bundled
-  model): the search stage took 13.4 s instead of 33.8 s at nanopore-hard, and
-  8-9 s instead of 22-30 s on the other sets; A_0.9 of the graph method was higher
-  or the same within 0.0001 (nanopore-hard 0.9998 against 0.9987; realistic nanopore
-  0.9972 / 0.9973; the real set 0.9613 / 0.9609). Of each read's 16 exact
-  nearest neighbours of its own strand, the index returned 0.9999 (0.9964 at
-  full width) at illumina-array and 0.9982 (0.9990) at nanopore-hard. With one
-  candidate per neighbour (no re-ranking margin): 10.0 s, A_0.9 0.9993 at
-  nanopore-hard, but 0.9593 on the real set; on 32 dimensions with two: 9.5 s,
-  0.9996, and 0.9969 on realistic nanopore.
+  Vectors wider than :data:`PROJECTED_DIM` (the bundled model's are 512-d), when
+  there are at least :data:`PROJECT_MIN_ROWS` per projected dimension, get their
+  graph built on a PCA projection to 64 dimensions (faiss ``PCAMatrix``, fitted
+  on the vectors themselves; ``projected_dim``, ``cluster --index-dim``); the
+  graph proposes :data:`REFINE_FACTOR` times ``k`` candidates, which are
+  re-ranked by their full-width distances (``IndexRefineFlat``), so the
+  distances returned are the full embedding's. The build's cost grows with the
+  width: at 512-d it was 74% of ``cluster`` time. Side by side on 100,000
+  simulated reads and the real set (``scripts/bench_cluster.py --index-dims
+  64,0``, see the README), the graph method's search stage takes 0.41-0.47x the
+  time, the whole ``cluster`` 0.55-0.63x, and its A_0.9 is the same or higher
+  (nanopore-hard 0.9998 against 0.9987). In a one-off check on the same vectors
+  (2026-11-30), of each read's 16 exact nearest neighbours of its own strand the
+  index returned 0.9999 (0.9964 at full width) at illumina-array and 0.9982
+  (0.9990) at nanopore-hard; one candidate per neighbour (no re-ranking margin)
+  was 1.1-1.3x faster again but lost 0.002 of A_0.9 on the real set, and 32
+  dimensions lost 0.0003 on realistic nanopore.
   The graph is built on one thread: faiss builds HNSW graphs in parallel with
   locks, so a multi-threaded build may differ from run to run, and every
   dnaembed output must depend on the seed only. Searching is parallel (queries
