@@ -97,6 +97,28 @@ def clusters_for(data: dict, how: str, threads: int) -> tuple[list, object]:
     )
 
 
+def single_read_ceiling(reads: ReadSet, refs: list[str], ref_of: np.ndarray,
+                        reads_per_ref: np.ndarray) -> dict:
+    """The most that can be recovered, over the references with reads, given the strands
+    read once: such a strand comes back (exactly, or within 3) only if its one read does,
+    in either orientation; a decoder can only guess among the read's many equally likely
+    one-edit alternatives otherwise."""
+    from rapidfuzz.distance import Levenshtein
+
+    from dnaembed.encoding import reverse_complement
+
+    once = np.flatnonzero(reads_per_ref == 1)
+    read_of = {int(r): i for i, r in enumerate(ref_of.tolist()) if r >= 0}
+    dist = np.array([
+        min(Levenshtein.distance(reads.seqs[read_of[r]], refs[r]),
+            Levenshtein.distance(reverse_complement(reads.seqs[read_of[r]]), refs[r]))
+        for r in once.tolist()
+    ], dtype=np.int64)
+    with_reads = max(int(np.sum(reads_per_ref > 0)), 1)
+    return {"exact": 1 - float(np.sum(dist > 0)) / with_reads,
+            "within_3": 1 - float(np.sum(dist > 3)) / with_reads}
+
+
 def run_set(name: str, args) -> dict:
     data = load_set(name, args)
     reads: ReadSet = data["reads"]
@@ -129,6 +151,7 @@ def run_set(name: str, args) -> dict:
                    **{str(k): float(np.mean(reads_per_ref == k)) for k in (0, 1, 2)},
                    "3+": float(np.mean(reads_per_ref >= 3)),
                }}
+    results["ceiling"] = single_read_ceiling(reads, refs, data["ref_of"], reads_per_ref)
     for kind in ("consensus", "medoid"):
         seqs = [s.sequence if kind == "consensus" else s.medoid for s in strands]
         match = match_references(refs, seqs, workers=max(args.threads, 1))
@@ -180,6 +203,10 @@ def report(r: dict) -> str:
     lines.append(
         f"   references with 0 / 1 / 2 / 3+ reads: {cov['0']:.4f} / {cov['1']:.4f} / "
         f"{cov['2']:.4f} / {cov['3+']:.4f}"
+    )
+    lines.append(
+        f"   ceiling from the strands read once (over references with reads): exact <= "
+        f"{r['ceiling']['exact']:.4f}, within 3 <= {r['ceiling']['within_3']:.4f}"
     )
     if "exact_by_size" in r["consensus"]:
         cells = [
