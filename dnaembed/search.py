@@ -29,11 +29,11 @@ recall for speed where the input is large:
   64,0``, see the README), the graph method's search stage takes 0.41-0.47x the
   time, the whole ``cluster`` 0.55-0.63x, and its A_0.9 is the same or higher
   (nanopore-hard 0.9998 against 0.9987). In a one-off check on the same vectors
-  (2026-11-30), of each read's 16 exact nearest neighbours of its own strand the
-  index returned 0.9999 (0.9964 at full width) at illumina-array and 0.9982
-  (0.9990) at nanopore-hard; one candidate per neighbour (no re-ranking margin)
-  was 1.1-1.3x faster again but lost 0.002 of A_0.9 on the real set, and 32
-  dimensions lost 0.0003 on realistic nanopore.
+  (2026-11-30, the code of commit c47d423), of each read's 16 exact nearest
+  neighbours of its own strand the index returned 0.9999 (0.9964 at full width)
+  at illumina-array and 0.9982 (0.9990) at nanopore-hard; one candidate per
+  neighbour (no re-ranking margin) was 1.1-1.3x faster again but lost 0.002 of
+  A_0.9 on the real set, and 32 dimensions lost 0.0003 on realistic nanopore.
   The graph is built on one thread: faiss builds HNSW graphs in parallel with
   locks, so a multi-threaded build may differ from run to run, and every
   dnaembed output must depend on the seed only. Searching is parallel (queries
