@@ -99,7 +99,7 @@ def to_padded(
     """Pack a flat array into a ``(n, window)`` matrix, padding with ``pad``.
 
     Sequences longer than ``window`` keep their first ``window`` bases (the
-    caller decides and logs the policy; see :mod:`dnaembed.embed`).
+    caller decides and logs the policy; see :mod:`dnaembed.model.inference`).
     """
     n = len(lengths)
     out = np.full((n, window), pad, dtype=np.uint8)
@@ -128,3 +128,25 @@ def encode_padded(seqs: Sequence[str], window: int) -> np.ndarray:
 def random_codes(rng: np.random.Generator, n: int) -> np.ndarray:
     """``n`` uniform random bases (codes 0..3)."""
     return rng.integers(0, 4, size=n, dtype=np.uint8)
+
+
+def kmer_codes(seqs: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every k-mer without N of every sequence, in order: (k-mer codes, sequence index).
+
+    A k-mer's code is its bases as 2-bit digits (A=0, C=1, G=2, T=3), first base highest.
+    """
+    codes, lengths = encode_flat(seqs)
+    n_pos = len(codes) - k + 1
+    if n_pos <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    bits = (codes & 3).astype(np.int64)
+    value = np.zeros(n_pos, dtype=np.int64)
+    for shift in range(k):
+        value <<= 2
+        value |= bits[shift : shift + n_pos]
+    # Valid where the k-mer lies inside one sequence and holds no N.
+    n_count = np.concatenate([[0], np.cumsum(codes == N_CODE)])
+    seg = segment_ids(lengths)[:n_pos]
+    pos = np.arange(n_pos)
+    ok = (pos - offsets(lengths)[seg] + k <= lengths[seg]) & (n_count[k:] == n_count[:n_pos])
+    return value[ok], seg[ok]

@@ -56,13 +56,18 @@ def progress_bar(**kwargs) -> tqdm:
     )
 
 
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def set_threads(threads: int | None) -> int:
     """Use ``threads`` CPU threads in torch and faiss (default: all available cores)."""
     if threads is None or threads <= 0:
-        try:
-            threads = len(os.sched_getaffinity(0))
-        except AttributeError:
-            threads = os.cpu_count() or 1
+        threads = available_cores()
     try:
         import torch
 

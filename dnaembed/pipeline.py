@@ -13,59 +13,19 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from dnaembed.cluster import Clusterer, make_clusterer
 from dnaembed.cluster.dedupe import unique_reads
-from dnaembed.cluster.threshold import Threshold
-from dnaembed.consensus import ConsensusStrand
+from dnaembed.cluster.result import ClusterResult
+from dnaembed.consensus.engine import ConsensusStrand
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
-from dnaembed.io import ReadSet
+from dnaembed.io.sequences import ReadSet
 from dnaembed.log import logger
 
 STRANDS = ("both", "plus")
-
-
-@dataclass
-class ClusterResult:
-    """Clusters of a list of reads (indices refer to that list).
-
-    ``labels``: cluster id of each read, ``0..n_clusters-1`` by decreasing size;
-    ``orientation``: 1 where the read is the reverse complement of its cluster's
-    representative (all 0 with ``strand='plus'``); ``representatives``: the
-    representative read of each cluster; ``timings``: seconds per stage.
-    """
-
-    labels: np.ndarray
-    orientation: np.ndarray
-    representatives: np.ndarray
-    strand: str
-    method: str
-    threshold: Threshold | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    stats: dict[str, object] = field(default_factory=dict)
-
-    @property
-    def n_clusters(self) -> int:
-        return len(self.representatives)
-
-    def sizes(self) -> np.ndarray:
-        """Reads per cluster."""
-        return np.bincount(self.labels, minlength=self.n_clusters)
-
-    def members(self) -> list[np.ndarray]:
-        """Read indices of each cluster, in cluster order (each sorted)."""
-        order = np.argsort(self.labels, kind="stable")
-        bounds = np.cumsum(self.sizes())[:-1]
-        return np.split(order, bounds) if self.n_clusters else []
-
-    def oriented(self, seqs: Sequence[str], index: int) -> str:
-        """Read ``index`` in its cluster's orientation (reverse-complemented where needed)."""
-        seq = seqs[index]
-        return reverse_complement(seq) if self.orientation[index] else seq
 
 
 def cluster_reads(
@@ -87,10 +47,10 @@ def cluster_reads(
     strand whichever way it was sequenced; 'plus' takes reads as oriented.
     ``embeddings``: precomputed (forward, reverse-or-None) vectors of every
     read, instead of ``model``. ``precision``: inference arithmetic, see
-    :func:`dnaembed.embed.embed_sequences` ('auto': bfloat16 where the hardware
+    :func:`dnaembed.model.inference.embed_sequences` ('auto': bfloat16 where the hardware
     has it).
     """
-    from dnaembed.embed import EmbedStats, embed_sequences
+    from dnaembed.model.inference import EmbedStats, embed_sequences
 
     if strand not in STRANDS:
         raise DnaembedError(f"unknown strand mode {strand!r} (use both or plus)")
@@ -184,7 +144,7 @@ def reads_to_strands(
     each read's orientation; the consensus (:func:`dnaembed.consensus.consensus_strands`)
     takes the reads of a cluster in that orientation, so no orientation is inferred twice.
     """
-    from dnaembed.consensus import consensus_strands
+    from dnaembed.consensus.engine import consensus_strands
 
     result = cluster_reads(
         reads.seqs, model, strand=strand, params={**(params or {}), "seed": seed,
@@ -210,7 +170,7 @@ def write_clusters(
     orientation: bool = False,
 ) -> None:
     """``read_id<TAB>cluster_id`` for every read, in input order (optionally orientation)."""
-    from dnaembed.io import write_tsv
+    from dnaembed.io.tables import write_tsv
 
     columns = ["read_id", "cluster_id"] + (["orientation"] if orientation else [])
     labels = result.labels.tolist()
@@ -226,7 +186,7 @@ def write_centers(
     path: str | os.PathLike, ids: Sequence[str], seqs: Sequence[str], result: ClusterResult
 ) -> None:
     """One representative read per cluster (FASTA): name = cluster id, then read id and size."""
-    from dnaembed.io import write_sequences
+    from dnaembed.io.sequences import write_sequences
 
     sizes = result.sizes().tolist()
     reps = result.representatives.tolist()

@@ -33,14 +33,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import REAL_READS, REAL_TRUTH
+
 ROOT = Path(__file__).resolve().parent.parent
-REAL = ROOT.parent / "shared" / "data" / "ldpc-exp7"
 
 
 def simulate_set(prefix: Path, preset: str, strands: int, length: int, coverage: float,
                  realistic: bool, seed: int) -> None:
     """Write PREFIX.fastq.gz and PREFIX.truth.tsv like `dnaembed simulate` does."""
-    from dnaembed.simulate import SimulationPlan, run_simulation
+    from dnaembed.sim.simulate import SimulationPlan, run_simulation
 
     layout = {}
     if realistic:
@@ -55,10 +56,11 @@ def simulate_set(prefix: Path, preset: str, strands: int, length: int, coverage:
 
 def worker(args: argparse.Namespace) -> None:
     """One run, in this process: read, cluster, write, score; JSON on stdout."""
-    from dnaembed.evaluate import evaluate_files
-    from dnaembed.io import command_header, read_sequences
+    from dnaembed.evaluate.clustering import evaluate_files
+    from dnaembed.io.sequences import read_sequences
+    from dnaembed.io.tables import command_header
     from dnaembed.log import set_threads
-    from dnaembed.model import load_model
+    from dnaembed.model.checkpoint import load_model
     from dnaembed.pipeline import cluster_reads, write_clusters
 
     threads = set_threads(args.threads)
@@ -188,7 +190,7 @@ def main() -> None:
     methods = [m for m in args.methods.split(",") if m]
     presets = [] if args.presets == "none" else args.presets.split(",")
     rows: list[dict] = []
-    from dnaembed.model import load_model
+    from dnaembed.model.checkpoint import load_model
 
     model = load_model(args.model)
     print(f"# bench_cluster: {os.cpu_count()} CPUs, model {model.path} "
@@ -216,8 +218,8 @@ def main() -> None:
                    Path(f"{prefix}.truth.tsv"))
     if args.real:
         for method in methods:
-            record("ldpc-exp7 (real)", method, "both", REAL / "reads.fastq.gz",
-                   REAL / "truth.tsv.gz")
+            record("ldpc-exp7 (real)", method, "both", REAL_READS,
+                   REAL_TRUTH)
     for count in [int(float(x)) for x in args.scaling.split(",") if x]:
         prefix = workdir / f"scale-{count}"
         if not Path(f"{prefix}.fastq.gz").exists():

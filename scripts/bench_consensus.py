@@ -32,27 +32,28 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchlib import REAL_READS, REAL_REFS, REAL_TRUTH
 
-from dnaembed.channel import PRESETS
-from dnaembed.consensus import consensus_strands, read_cluster_table
-from dnaembed.coverage import Coverage
-from dnaembed.io import ReadSet, read_sequences, read_table
+from dnaembed.consensus.engine import consensus_strands
+from dnaembed.evaluate.recovery import match_references, recovery_scores
+from dnaembed.io.sequences import ReadSet, read_sequences
+from dnaembed.io.tables import read_cluster_table, read_table
 from dnaembed.log import configure
-from dnaembed.recovery import match_references, recovery_scores
-from dnaembed.simulate import ReadLayout, simulate_reads
-from dnaembed.strands import random_strands
+from dnaembed.sim.channel import PRESETS
+from dnaembed.sim.coverage import Coverage
+from dnaembed.sim.simulate import ReadLayout, simulate_reads
+from dnaembed.sim.strands import random_strands
 
-REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ldpc-exp7"
 SIZE_BINS = [(1, 1), (2, 2), (3, 3), (4, 5), (6, 9), (10, 10**9)]
 
 
 def load_set(name: str, args) -> dict:
     """Reads (ReadSet), reference strands, and the truth: reference index per read (-1: none)."""
     if name == "real":
-        reads = read_sequences(REAL / "reads.fastq.gz")
-        refs = read_sequences(REAL / "refs.fasta.gz")
+        reads = read_sequences(REAL_READS)
+        refs = read_sequences(REAL_REFS)
         index = {r: i for i, r in enumerate(refs.ids)}
-        truth = {row[0]: index[row[1]] for row in read_table(REAL / "truth.tsv.gz")}
+        truth = {row[0]: index[row[1]] for row in read_table(REAL_TRUTH)}
         ref_of = np.array([truth.get(r, -1) for r in reads.ids], dtype=np.int64)
         return dict(reads=reads, refs=refs.seqs, ref_ids=refs.ids, ref_of=ref_of, length=150)
     if name not in PRESETS:
@@ -82,7 +83,7 @@ def clusters_for(data: dict, how: str, threads: int) -> tuple[list, object]:
     if how == "dnaembed":
         try:
             from dnaembed.log import set_threads
-            from dnaembed.model import load_model
+            from dnaembed.model.checkpoint import load_model
             from dnaembed.pipeline import cluster_reads
         except ImportError as e:  # the clustering chain is being written alongside
             raise SystemExit(f"--clusters dnaembed: clustering not available ({e})") from None

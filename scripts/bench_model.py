@@ -26,14 +26,15 @@ import time
 import numpy as np
 import torch
 
-from dnaembed.channel import PRESETS
-from dnaembed.coverage import Coverage
-from dnaembed.embed import embed_sequences
-from dnaembed.metrics import approximation_metrics, separation_auc
-from dnaembed.model import count_parameters, load_model
-from dnaembed.pairs import PairBatch, PairConfig, PairSampler, levenshtein_pairs
-from dnaembed.simulate import simulate_reads
-from dnaembed.strands import add_primers, random_strands
+from dnaembed.evaluate.embedding import approximation_metrics, separation_auc
+from dnaembed.model.checkpoint import load_model
+from dnaembed.model.encoder import count_parameters
+from dnaembed.model.inference import embed_sequences
+from dnaembed.sim.channel import PRESETS
+from dnaembed.sim.coverage import Coverage
+from dnaembed.sim.simulate import simulate_reads
+from dnaembed.sim.strands import add_primers, random_strands
+from dnaembed.train.pairs import PairBatch, PairConfig, PairSampler, levenshtein_pairs
 
 HELD_OUT_SEED = 987_654
 

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from bench_model import held_out_pairs, predicted
 
-from dnaembed.metrics import approximation_metrics
-from dnaembed.model import load_model
+from dnaembed.evaluate.embedding import approximation_metrics
+from dnaembed.model.checkpoint import load_model
 
 # The identity first, then the complement (the relabelling most unlike the identity),
 # then other permutations of ACGT.

@@ -115,7 +115,7 @@ def bundled_model_digest() -> str | None:
     import hashlib
 
     try:
-        from dnaembed.model import bundled_model_path
+        from dnaembed.model.checkpoint import bundled_model_path
 
         return hashlib.sha256(bundled_model_path().read_bytes()).hexdigest()[:12]
     except (ImportError, OSError):
@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {what if ok else 'NOT AVAILABLE: ' + what}", file=sys.stderr)
     use_cli = evaluate_cli_available()
     print(
-        "scoring with " + ("`dnaembed evaluate --json`" if use_cli else "dnaembed.metrics"),
+        "scoring with "
+        + ("`dnaembed evaluate --json`" if use_cli else "dnaembed.evaluate.clustering"),
         file=sys.stderr,
     )
     report: dict[str, object] = {
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             "timeout_s": args.timeout,
         },
         "tools": {n: {"available": ok, "version": v} for n, (ok, v) in installed.items()},
-        "scored_by": "dnaembed evaluate --json" if use_cli else "dnaembed.metrics",
+        "scored_by": "dnaembed evaluate --json" if use_cli else "dnaembed.evaluate.clustering",
         "sets": [],
     }
     json_path, md_path = args.out / "peers.json", args.out / "peers.md"

@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 
-from dnaembed.channel import PRESETS
-from dnaembed.coverage import COVERAGE_MODELS, Coverage
-from dnaembed.simulate import ReadLayout, simulate_reads
-from dnaembed.strands import random_strands
+from dnaembed.sim.channel import PRESETS
+from dnaembed.sim.coverage import COVERAGE_MODELS, Coverage
+from dnaembed.sim.simulate import ReadLayout, simulate_reads
+from dnaembed.sim.strands import random_strands
 
 
 def check_presets(n_strands: int, seed: int) -> bool:

@@ -4,8 +4,8 @@ Run by torchrun from tests/test_distributed.py (not collected by pytest). The
 training is the real CLI and the real loop; this script only watches it:
 
 * every ``torch.distributed.all_reduce`` call, to count the bytes actually
-  handed to the collective (the ground truth for :class:`dnaembed.comm.CountingHook`);
-* the model and the :class:`~dnaembed.comm.CommStats` that ``wrap_ddp`` sees;
+  handed to the collective (the ground truth for :class:`dnaembed.train.ddp.comm.CountingHook`);
+* the model and the :class:`~dnaembed.train.ddp.comm.CommStats` that ``wrap_ddp`` sees;
 * each micro-step's loss.
 
 Writes ``REPORT_DIR/rank<R>.json`` when the command succeeds.
@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-import dnaembed.train as train_module
+import dnaembed.train.loop as train_module
 from dnaembed.cli import main
 
 seen: dict = {"allreduce_bytes": 0, "allreduce_calls": 0, "losses": []}

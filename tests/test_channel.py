@@ -4,12 +4,12 @@ import re
 import numpy as np
 import pytest
 
-from dnaembed.channel import PRESETS, Channel, calibrated, get_preset, transmit
-from dnaembed.coverage import Coverage
 from dnaembed.encoding import decode_flat, encode_flat
 from dnaembed.errors import DnaembedError
-from dnaembed.simulate import ReadLayout, simulate_reads
-from dnaembed.strands import random_strands
+from dnaembed.sim.channel import PRESETS, Channel, calibrated, get_preset, transmit
+from dnaembed.sim.coverage import Coverage
+from dnaembed.sim.simulate import ReadLayout, simulate_reads
+from dnaembed.sim.strands import random_strands
 
 
 @pytest.fixture(scope="module")

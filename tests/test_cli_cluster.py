@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 from conftest import assert_clean_error, run_cli
 
-from dnaembed.embed import embed_sequences
-from dnaembed.io import read_sequences
-from dnaembed.model import load_model
-from dnaembed.train import load_config, train
+from dnaembed.io.sequences import read_sequences
+from dnaembed.model.checkpoint import load_model
+from dnaembed.model.inference import embed_sequences
+from dnaembed.train.config import load_config
+from dnaembed.train.loop import train
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ import pytest
 from conftest import assert_clean_error, run_cli
 
 from dnaembed.encoding import reverse_complement
-from dnaembed.io import read_sequences, read_table
+from dnaembed.io.sequences import read_sequences
+from dnaembed.io.tables import read_table
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,8 @@ import gzip
 
 from conftest import assert_clean_error, run_cli
 
-from dnaembed.io import read_sequences, read_table
+from dnaembed.io.sequences import read_sequences
+from dnaembed.io.tables import read_table
 
 
 def test_simulate_writes_reads_truth_refs_and_summary(tmp_path):

@@ -3,20 +3,20 @@
 import numpy as np
 import pytest
 
-from dnaembed.channel import get_preset
 from dnaembed.cluster import DbscanClusterer, GraphClusterer, KMeansClusterer, make_clusterer
 from dnaembed.cluster.dedupe import unique_reads
 from dnaembed.cluster.kmers import KmerIndex
 from dnaembed.cluster.threshold import estimate_threshold, fallback_threshold
-from dnaembed.coverage import Coverage
-from dnaembed.embed import embed_sequences
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
-from dnaembed.metrics import clustering_scores
-from dnaembed.model import load_model
+from dnaembed.evaluate.clustering import clustering_scores
+from dnaembed.model.checkpoint import load_model
+from dnaembed.model.inference import embed_sequences
 from dnaembed.pipeline import cluster_reads
-from dnaembed.simulate import ReadLayout, simulate_reads
-from dnaembed.strands import random_strands
+from dnaembed.sim.channel import get_preset
+from dnaembed.sim.coverage import Coverage
+from dnaembed.sim.simulate import ReadLayout, simulate_reads
+from dnaembed.sim.strands import random_strands
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_graph_recovers_the_truth_in_both_orientations(model):
 def test_hnsw_on_a_projection_recovers_the_truth_and_repeats_itself(model):
     # 480 reads of 512-d vectors: enough for the HNSW graph's 64-d projection (a forced
     # --index hnsw; by default HNSW starts at 20,000 reads), with full-width re-ranking.
-    from dnaembed.search import PROJECT_MIN_ROWS, PROJECTED_DIM
+    from dnaembed.cluster.search import PROJECT_MIN_ROWS, PROJECTED_DIM
 
     sim = simulated("nanopore", 60, reverse=0.5)
     assert len(sim.seqs) >= PROJECT_MIN_ROWS * PROJECTED_DIM

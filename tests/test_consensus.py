@@ -1,20 +1,21 @@
-"""Strand reconstruction (dnaembed.consensus) and strand-recovery scores (dnaembed.recovery)."""
+"""Strand reconstruction (dnaembed.consensus) and recovery scores (dnaembed.evaluate.recovery)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dnaembed import consensus as consensus_module
-from dnaembed.channel import PRESETS
-from dnaembed.consensus import consensus_strands, read_cluster_table
-from dnaembed.coverage import Coverage
+from dnaembed.consensus import engine as consensus_module
+from dnaembed.consensus.engine import consensus_strands
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError, InputError
-from dnaembed.io import ReadSet
-from dnaembed.recovery import match_references, recovery_scores
-from dnaembed.simulate import ReadLayout, simulate_reads
-from dnaembed.strands import random_strands
+from dnaembed.evaluate.recovery import match_references, recovery_scores
+from dnaembed.io.sequences import ReadSet
+from dnaembed.io.tables import read_cluster_table
+from dnaembed.sim.channel import PRESETS
+from dnaembed.sim.coverage import Coverage
+from dnaembed.sim.simulate import ReadLayout, simulate_reads
+from dnaembed.sim.strands import random_strands
 
 
 def _strand(n: int = 150, seed: int = 1) -> str:

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import assert_clean_error, run_cli
 
-from dnaembed.comm import CommSettings, ring_allreduce_bytes
 from dnaembed.errors import DnaembedError
-from dnaembed.launch import strip_nproc
+from dnaembed.train.ddp.comm import CommSettings, ring_allreduce_bytes
+from dnaembed.train.ddp.launch import strip_nproc
 
 pytestmark = pytest.mark.slow
 
@@ -208,7 +208,7 @@ def test_two_nodes_on_localhost(tmp_path):
 
 
 def _checkpoint_training(path: Path) -> dict:
-    from dnaembed.model import load_checkpoint
+    from dnaembed.model.checkpoint import load_checkpoint
 
     return load_checkpoint(path).training
 

@@ -4,16 +4,10 @@ import numpy as np
 import pytest
 
 from dnaembed.errors import DnaembedError, InputError
-from dnaembed.io import (
-    atomic_path,
-    command_header,
-    iter_read_chunks,
-    read_sequences,
-    read_table,
-    save_npy,
-    write_sequences,
-    write_tsv,
-)
+from dnaembed.io.atomic import atomic_path
+from dnaembed.io.sequences import iter_read_chunks, read_sequences, write_sequences
+from dnaembed.io.tables import command_header, read_table, write_tsv
+from dnaembed.io.vectors import save_npy
 
 
 def test_fasta_and_fastq_are_read_upper_cased_with_n(write):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from dnaembed.errors import DnaembedError
-from dnaembed.losses import EPS, chi2_nll, get_loss, mse, poisson_nll
+from dnaembed.train.losses import EPS, chi2_nll, get_loss, mse, poisson_nll
 
 
 def test_chi2_matches_hand_computed_values():

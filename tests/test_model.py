@@ -4,21 +4,19 @@ import numpy as np
 import pytest
 import torch
 
-from dnaembed.embed import EmbedStats, embed_codes, embed_sequences
 from dnaembed.encoding import encode_padded
 from dnaembed.errors import DnaembedError
-from dnaembed.model import (
+from dnaembed.model.checkpoint import load_checkpoint, load_model, save_checkpoint
+from dnaembed.model.encoder import (
     Encoder,
     EncoderConfig,
     PairPool,
     conv_pair_mean,
-    load_checkpoint,
-    load_model,
     reverse_reads,
     run_blocks,
-    save_checkpoint,
     squared_distance,
 )
+from dnaembed.model.inference import EmbedStats, embed_codes, embed_sequences
 
 
 @pytest.fixture
@@ -155,7 +153,9 @@ def test_two_ended_encoder_reads_from_both_ends():
     rev = embed_sequences(model, [s[::-1] for s in seqs])
     assert fwd.shape == (2, 16)
     assert np.allclose(rev, np.concatenate([fwd[:, 8:], fwd[:, :8]], axis=1), atol=1e-5)
-    assert not np.allclose(fwd[:, :8], fwd[:, 8:], atol=1e-3)
+    # The halves differ by far more than the rounding the first check allows (random weights
+    # give differences of ~1e-3, and how close they come depends on the CPU's kernels).
+    assert np.abs(fwd[:, :8] - fwd[:, 8:]).max() > 10 * 1e-5
 
 
 def test_two_ended_checkpoint_round_trip(tmp_path):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from dnaembed.errors import DnaembedError
-from dnaembed.pairs import KINDS, PairConfig, PairSampler
+from dnaembed.train.pairs import KINDS, PairConfig, PairSampler
 
 
 def test_labels_are_exact_levenshtein_and_kinds_cover_the_range():
@@ -54,7 +54,7 @@ def test_bad_config():
 
 
 def test_group_sampler_pairs_within_and_across_groups():
-    from dnaembed.pairs import GroupSampler, make_sampler
+    from dnaembed.train.pairs import GroupSampler, make_sampler
 
     cfg = PairConfig(group_size=6)
     sampler = make_sampler(cfg, seed=5)

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
+from dnaembed.cluster.search import NeighbourIndex, self_neighbours
 from dnaembed.errors import DnaembedError
-from dnaembed.search import NeighbourIndex, self_neighbours
 
 
 def clustered_vectors(n_centres=50, per_centre=8, dim=16, seed=0):
@@ -73,7 +73,7 @@ def test_hnsw_reaches_every_tight_group():
 def test_wide_vectors_are_searched_on_a_projection_and_reranked_at_full_width():
     # The bundled model's vectors are 512-d: the graph is built on a PCA projection and its
     # candidates re-ranked, so the distances returned must be the full-width ones.
-    from dnaembed import search
+    from dnaembed.cluster import search
 
     x, group = clustered_vectors(n_centres=100, per_centre=6, dim=4 * search.PROJECTED_DIM)
     index = NeighbourIndex(x, kind="hnsw")
@@ -88,7 +88,7 @@ def test_wide_vectors_are_searched_on_a_projection_and_reranked_at_full_width():
 
 
 def test_too_few_wide_vectors_for_a_projection_are_searched_at_full_width():
-    from dnaembed import search
+    from dnaembed.cluster import search
 
     x, group = clustered_vectors(n_centres=10, per_centre=3, dim=2 * search.PROJECTED_DIM)
     index = NeighbourIndex(x, kind="hnsw")

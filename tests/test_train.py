@@ -6,8 +6,10 @@ import torch
 from conftest import assert_clean_error, run_cli
 
 from dnaembed.errors import DnaembedError
-from dnaembed.model import Encoder, load_checkpoint
-from dnaembed.train import load_config, train
+from dnaembed.model.checkpoint import load_checkpoint
+from dnaembed.model.encoder import Encoder
+from dnaembed.train.config import load_config
+from dnaembed.train.loop import train
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 TINY = [
@@ -74,7 +76,7 @@ def test_train_cli_and_bad_device(tmp_path):
 
 def test_cli_precision_choices_match_the_library():
     from dnaembed.cli.base import PRECISION_CHOICE
-    from dnaembed.embed import PRECISIONS
+    from dnaembed.model.inference import PRECISIONS
 
     assert tuple(PRECISION_CHOICE.choices) == PRECISIONS
 

@@ -53,7 +53,7 @@ def common_options(func):
 
 _state = {"verbose": 0}
 
-#: The encoder's arithmetic (dnaembed.embed.PRECISIONS; not imported, to keep torch out of
+#: The encoder's arithmetic (dnaembed.model.inference.PRECISIONS; not imported, to keep torch out of
 #: the CLI's start-up): inference and training take the same choices.
 PRECISION_CHOICE = click.Choice(["auto", "float32", "bfloat16"])
 
@@ -181,6 +181,25 @@ def _length_range(value: str) -> tuple[int, int]:
     if lo < 1 or hi < lo:
         raise click.BadParameter(f"{value!r}: need 1 <= min <= max")
     return lo, hi
+
+
+def constrained(estimator: type, name: str) -> click.ParamType:
+    """The click type of an estimator's hyper-parameter, from its declared constraints.
+
+    The limits live once, in the estimator's ``_parameter_constraints``
+    (:mod:`dnaembed.cluster.params`); an option outside them is a usage error.
+    """
+    from dnaembed.cluster.params import Interval, Options
+
+    for rule in estimator._parameter_constraints[name]:
+        if isinstance(rule, Options):
+            return click.Choice(list(rule.values))
+        if isinstance(rule, Interval):
+            kind = click.IntRange if rule.integer else click.FloatRange
+            return kind(min=rule.low, max=rule.high,
+                        min_open=rule.closed in ("right", "neither") and rule.low is not None,
+                        max_open=rule.closed in ("left", "neither") and rule.high is not None)
+    raise ValueError(f"{estimator.__name__}.{name} has no interval or options to check")
 
 
 RATE = click.FloatRange(0.0, 1.0)

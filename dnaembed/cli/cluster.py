@@ -8,11 +8,13 @@ from dnaembed.cli.base import (
     check_writable,
     cli,
     common_options,
+    constrained,
     inference_options,
     model_option,
     strand_option,
 )
-from dnaembed.search import PROJECTED_DIM
+from dnaembed.cluster import DbscanClusterer, GraphClusterer, KMeansClusterer
+from dnaembed.cluster.search import PROJECTED_DIM
 
 
 @cli.command()
@@ -46,34 +48,34 @@ from dnaembed.search import PROJECTED_DIM
 )
 @click.option(
     "--max-dist",
-    type=click.IntRange(min=0),
+    type=constrained(GraphClusterer, "max_dist"),
     help="graph: edit-distance cut for reads of median length (default: from the data).",
 )
 @click.option(
     "--neighbours",
-    type=click.IntRange(min=1),
+    type=constrained(GraphClusterer, "neighbours"),
     default=16,
     show_default=True,
     help="Candidate neighbours per read in embedding space.",
 )
-@click.option("--k", "n_clusters", type=click.IntRange(min=1),
+@click.option("--k", "n_clusters", type=constrained(KMeansClusterer, "n_clusters"),
               help="kmeans: number of clusters (default: estimated from the data).")
-@click.option("--eps", type=click.FloatRange(min=0, min_open=True),
+@click.option("--eps", type=constrained(DbscanClusterer, "eps"),
               help="dbscan: radius in edits (default: the data-derived threshold).")
-@click.option("--min-samples", type=click.IntRange(min=1),
+@click.option("--min-samples", type=constrained(DbscanClusterer, "min_samples"),
               help="dbscan: reads within eps that make a core read [default: 3].")
 @click.option("--rescue/--no-rescue", default=True, show_default=True,
               help="Second chance for truncated reads and reads left alone.")
 @click.option(
     "--index",
-    type=click.Choice(["auto", "exact", "hnsw"]),
+    type=constrained(GraphClusterer, "index"),
     default="auto",
     show_default=True,
     help="Neighbour search: exact up to 20,000 reads, HNSW beyond (auto).",
 )
 @click.option(
     "--index-dim",
-    type=click.IntRange(min=0),
+    type=constrained(GraphClusterer, "index_dim"),
     default=PROJECTED_DIM,
     show_default=True,
     help="HNSW: build the graph on a PCA projection of the vectors to this many dimensions, "
@@ -113,9 +115,10 @@ def cluster(
     import time
 
     from dnaembed.errors import DnaembedError
-    from dnaembed.io import command_header, read_sequences
+    from dnaembed.io.sequences import read_sequences
+    from dnaembed.io.tables import command_header
     from dnaembed.log import logger, set_threads
-    from dnaembed.model import load_model, resolve_device
+    from dnaembed.model.checkpoint import load_model, resolve_device
     from dnaembed.pipeline import cluster_reads, write_centers, write_clusters
 
     misplaced = [

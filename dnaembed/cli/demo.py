@@ -30,7 +30,7 @@ def demo(ctx: click.Context, out_dir: str, n_strands: int, preset: str, seed: in
     clustering scores against the truth and the recovery scores against the
     designs.
     """
-    from dnaembed.simulate import SimulationPlan, run_simulation
+    from dnaembed.sim.simulate import SimulationPlan, run_simulation
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

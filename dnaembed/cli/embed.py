@@ -53,9 +53,10 @@ def embed(
     order). Reads longer than the model's window are embedded by their first
     window bases; the log says how many.
     """
+    from dnaembed.io.vectors import ids_path_for
     from dnaembed.log import logger, set_threads
-    from dnaembed.model import load_model, resolve_device
-    from dnaembed.vectors import embed_file, ids_path_for
+    from dnaembed.model.checkpoint import load_model, resolve_device
+    from dnaembed.model.inference import embed_file
 
     set_threads(threads)
     checkpoint = load_model(model_path, resolve_device(device))

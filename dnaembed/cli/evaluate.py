@@ -50,13 +50,13 @@ def evaluate(result: str, truth: str | None, refs: str | None, as_json: bool, se
     if result == "-" and "-" in (truth, refs):
         raise DnaembedError("RESULT and its reference cannot both be standard input")
     if truth is not None:
-        from dnaembed.evaluate import evaluate_files, format_scores
+        from dnaembed.evaluate.clustering import evaluate_files, format_scores
 
         scores = evaluate_files(result, truth)
         key = {"clusters": result, "truth": truth}
     else:
-        from dnaembed.io import read_sequences
-        from dnaembed.recovery import format_scores, recovery_scores
+        from dnaembed.evaluate.recovery import format_scores, recovery_scores
+        from dnaembed.io.sequences import read_sequences
 
         references = read_sequences(refs)
         strands = read_sequences(result)

@@ -10,11 +10,13 @@ import click
 from dnaembed.cli.base import (
     cli,
     common_options,
+    constrained,
     echo_result,
     inference_options,
     model_option,
     strand_option,
 )
+from dnaembed.cluster import GraphClusterer
 
 
 @cli.command()
@@ -31,7 +33,7 @@ from dnaembed.cli.base import (
 @strand_option
 @click.option(
     "--max-dist",
-    type=click.IntRange(min=0),
+    type=constrained(GraphClusterer, "max_dist"),
     help="Edit-distance cut for reads of median length (default: from the data).",
 )
 @click.option(
@@ -85,15 +87,16 @@ def run(
     id, with its size and confidence) and OUT/strands.tsv (per-strand report).
     With --truth and --refs, prints the clustering and recovery scores too.
     """
-    from dnaembed.consensus import write_strand_report, write_strands
-    from dnaembed.evaluate import evaluate_files, read_truth
-    from dnaembed.evaluate import format_scores as format_cluster_scores
-    from dnaembed.io import command_header, read_sequences
+    from dnaembed.consensus.engine import write_strand_report, write_strands
+    from dnaembed.evaluate.clustering import evaluate_files, read_truth
+    from dnaembed.evaluate.clustering import format_scores as format_cluster_scores
+    from dnaembed.evaluate.recovery import format_scores as format_recovery_scores
+    from dnaembed.evaluate.recovery import recovery_scores
+    from dnaembed.io.sequences import read_sequences
+    from dnaembed.io.tables import command_header
     from dnaembed.log import logger, set_threads
-    from dnaembed.model import load_model, resolve_device
+    from dnaembed.model.checkpoint import load_model, resolve_device
     from dnaembed.pipeline import reads_to_strands, write_clusters
-    from dnaembed.recovery import format_scores as format_recovery_scores
-    from dnaembed.recovery import recovery_scores
 
     out = Path(out_dir)
     workers = set_threads(threads)

@@ -166,7 +166,7 @@ def simulate(
     Writes PREFIX.fastq.gz (shuffled reads), PREFIX.truth.tsv (read_id, strand_id,
     orientation) and PREFIX.refs.fasta; prints a summary.
     """
-    from dnaembed.simulate import SimulationPlan, run_simulation
+    from dnaembed.sim.simulate import SimulationPlan, run_simulation
 
     plan = SimulationPlan(
         refs=refs,

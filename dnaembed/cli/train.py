@@ -96,10 +96,10 @@ def train(
     threads,
 ) -> None:
     """Train the encoder on pairs drawn from the channel (DDP under torchrun)."""
-    from dnaembed.distributed import is_main_rank, local_share_of_cores
     from dnaembed.log import set_threads
-    from dnaembed.train import load_config
-    from dnaembed.train import train as run_training
+    from dnaembed.train.config import load_config
+    from dnaembed.train.ddp.context import is_main_rank, local_share_of_cores
+    from dnaembed.train.loop import train as run_training
 
     flags = {
         "train.steps": steps,
@@ -119,7 +119,7 @@ def train(
         items.append(f"seed={seed}")
     config = load_config(config_path, items)
     if nproc and nproc > 1:
-        from dnaembed.launch import launch_local
+        from dnaembed.train.ddp.launch import launch_local
 
         launch_local(nproc, sys.argv[1:])
         return

@@ -34,11 +34,12 @@ import numpy as np
 
 from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs, levenshtein_pairs
 from dnaembed.cluster.labels import assemble
+from dnaembed.cluster.params import Interval, Options, validate_params
+from dnaembed.cluster.search import PROJECTED_DIM, NeighbourIndex, Neighbours, self_neighbours
 from dnaembed.cluster.threshold import SAMPLE_PAIRS, Threshold, estimate_threshold
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
 from dnaembed.log import logger
-from dnaembed.search import PROJECTED_DIM, NeighbourIndex, Neighbours, self_neighbours
 
 #: Reads whose neighbours are checked in full to choose the threshold.
 THRESHOLD_SAMPLE_READS = 4_000
@@ -108,6 +109,16 @@ class Clusterer:
     """Base class of the clustering estimators (see the module notes)."""
 
     method = "base"
+    #: The values each hyper-parameter accepts (:mod:`dnaembed.cluster.params`).
+    _parameter_constraints: dict[str, list] = {
+        "neighbours": [Interval(integer=True, low=1)],
+        "index": [Options(("auto", "exact", "hnsw"))],
+        "index_dim": [Interval(integer=True, low=0)],
+        "rescue": ["boolean"],
+        "rescue_max_size": [Interval(integer=True, low=1)],
+        "threads": [Interval(integer=True, low=0)],
+        "seed": [Interval(integer=True, low=0)],
+    }
 
     def __init__(
         self,
@@ -139,6 +150,7 @@ class Clusterer:
         sample_weight: np.ndarray | None = None,
     ) -> Clusterer:
         """Cluster ``reads`` (upper-case ACGTN strings) given their embeddings."""
+        validate_params(self, self._parameter_constraints)
         data = self._validate(embeddings, reads, reverse, sample_weight)
         self.timings_: dict[str, float] = {}
         self.stats_: dict[str, object] = {}
@@ -234,11 +246,6 @@ class Clusterer:
             w = np.asarray(sample_weight, dtype=np.int64)
             if w.shape != (n,) or (w < 1).any():
                 raise DnaembedError("sample_weight must be one positive count per read")
-        limits = (("neighbours", self.neighbours, 1), ("rescue_max_size", self.rescue_max_size, 1),
-                  ("index_dim", self.index_dim, 0))
-        for name, value, least in limits:
-            if not isinstance(value, int | np.integer) or value < least:
-                raise DnaembedError(f"{name} must be an integer >= {least}, got {value!r}")
         lengths = np.fromiter((len(s) for s in reads), dtype=np.int64, count=n)
         return FitData(x, reverse, reads, w, lengths)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnaembed.search import Neighbours
+from dnaembed.cluster.search import Neighbours
 
 #: Pairs checked per call (bounds the temporary lists of sequences).
 CHECK_BATCH = 1 << 20

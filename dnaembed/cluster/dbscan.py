@@ -31,9 +31,9 @@ import numpy as np
 from dnaembed.cluster.base import Clusterer, FitData
 from dnaembed.cluster.candidates import candidate_pairs
 from dnaembed.cluster.orientation import orient_by_neighbours, oriented
-from dnaembed.errors import DnaembedError
+from dnaembed.cluster.params import Interval
+from dnaembed.cluster.search import PROJECTED_DIM
 from dnaembed.log import logger
-from dnaembed.search import PROJECTED_DIM
 
 # Stored graph entries must be non-zero for scikit-learn (a sparse zero is "no edge").
 _TINY = 1e-6
@@ -53,6 +53,11 @@ class DbscanClusterer(Clusterer):
     """scikit-learn DBSCAN: ``eps`` in edits (None = from the data), ``min_samples``."""
 
     method = "dbscan"
+    _parameter_constraints = {
+        **Clusterer._parameter_constraints,
+        "eps": [None, Interval(integer=False, low=0, closed="neither")],
+        "min_samples": [Interval(integer=True, low=1)],
+    }
 
     def __init__(
         self,
@@ -99,10 +104,6 @@ class DbscanClusterer(Clusterer):
         from sklearn.cluster import DBSCAN
 
         n = len(data)
-        if self.eps is not None and self.eps <= 0:
-            raise DnaembedError(f"eps must be > 0, got {self.eps}")
-        if not isinstance(self.min_samples, int | np.integer) or self.min_samples < 1:
-            raise DnaembedError(f"min samples must be a positive integer, got {self.min_samples}")
         if n == 1:
             return np.zeros(1, np.int64), np.zeros(1, np.int8), np.zeros(1)
         forward, reverse = self._neighbours(data)

@@ -34,11 +34,11 @@ import numpy as np
 
 from dnaembed.cluster.base import Clusterer, FitData
 from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs, levenshtein_pairs
+from dnaembed.cluster.params import Interval
+from dnaembed.cluster.search import PROJECTED_DIM
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.cluster.unionfind import ParityUnionFind
-from dnaembed.errors import DnaembedError
 from dnaembed.log import logger
-from dnaembed.search import PROJECTED_DIM
 
 
 class GraphClusterer(Clusterer):
@@ -52,6 +52,12 @@ class GraphClusterer(Clusterer):
     """
 
     method = "graph"
+    _parameter_constraints = {
+        **Clusterer._parameter_constraints,
+        "max_dist": [None, Interval(integer=True, low=0)],
+        "guard": ["boolean"],
+        "guard_factor": [Interval(integer=False, low=0, closed="neither")],
+    }
 
     def __init__(
         self,
@@ -77,8 +83,6 @@ class GraphClusterer(Clusterer):
         self.guard_factor = guard_factor
 
     def _cluster(self, data: FitData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self.max_dist is not None and self.max_dist < 0:
-            raise DnaembedError(f"max distance must be >= 0, got {self.max_dist}")
         n = len(data)
         if n == 1:
             return np.zeros(1, np.int64), np.zeros(1, np.int8), np.zeros(1)

@@ -45,9 +45,9 @@ import numpy as np
 from dnaembed.cluster.base import Clusterer, FitData
 from dnaembed.cluster.candidates import candidate_pairs, levenshtein_pairs
 from dnaembed.cluster.orientation import orient_by_neighbours, oriented
-from dnaembed.errors import DnaembedError
+from dnaembed.cluster.params import Interval
+from dnaembed.cluster.search import PROJECTED_DIM
 from dnaembed.log import logger
-from dnaembed.search import PROJECTED_DIM
 
 #: Reads whose candidates are checked to estimate the number of clusters.
 ESTIMATE_READS = 2_000
@@ -60,6 +60,11 @@ class KMeansClusterer(Clusterer):
     """faiss k-means with ``n_clusters`` centroids (None = estimated), ``niter`` iterations."""
 
     method = "kmeans"
+    _parameter_constraints = {
+        **Clusterer._parameter_constraints,
+        "n_clusters": [None, Interval(integer=True, low=1)],
+        "niter": [Interval(integer=True, low=1)],
+    }
 
     def __init__(
         self,
@@ -121,8 +126,6 @@ class KMeansClusterer(Clusterer):
         import faiss
 
         n = len(data)
-        if self.n_clusters is not None and self.n_clusters < 1:
-            raise DnaembedError(f"k must be >= 1, got {self.n_clusters}")
         if data.both:
             forward, reverse = self._neighbours(data)
             flip = orient_by_neighbours(forward, reverse)

@@ -14,47 +14,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dnaembed.encoding import N_CODE, encode_flat, offsets, reverse_complement, segment_ids
+from dnaembed.arrays import sorted_unique
+from dnaembed.encoding import kmer_codes, reverse_complement
 
 #: k-mer length: 4^12 = 16.8 M possible k-mers, so two unrelated 150-nt strands share
 #: one by chance with probability ~0.1%; a 12-mer survives a 1.5%-error read 83% of the time.
 K = 12
+
+
 #: A k-mer in more targets than this is uninformative (shared primers) and ignored.
 MAX_TARGETS_PER_KMER = 16
-
-
-def sorted_unique(values: np.ndarray, return_counts: bool = False):
-    """``np.unique`` by sorting: numpy's hash-based unique is much slower on large int arrays."""
-    values = np.sort(values)
-    if len(values) == 0:
-        return (values, np.zeros(0, np.int64)) if return_counts else values
-    first = np.empty(len(values), dtype=bool)
-    first[0] = True
-    np.not_equal(values[1:], values[:-1], out=first[1:])
-    uniq = values[first]
-    if not return_counts:
-        return uniq
-    starts = np.flatnonzero(first)
-    return uniq, np.diff(np.append(starts, len(values)))
-
-
-def _kmers(seqs: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """All k-mers without N of every sequence: (k-mer codes, sequence index)."""
-    codes, lengths = encode_flat(seqs)
-    n_pos = len(codes) - k + 1
-    if n_pos <= 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    bits = (codes & 3).astype(np.int64)
-    value = np.zeros(n_pos, dtype=np.int64)
-    for shift in range(k):
-        value <<= 2
-        value |= bits[shift : shift + n_pos]
-    # Valid where the k-mer lies inside one sequence and holds no N.
-    n_count = np.concatenate([[0], np.cumsum(codes == N_CODE)])
-    seg = segment_ids(lengths)[:n_pos]
-    pos = np.arange(n_pos)
-    ok = (pos - offsets(lengths)[seg] + k <= lengths[seg]) & (n_count[k:] == n_count[:n_pos])
-    return value[ok], seg[ok]
 
 
 class KmerIndex:
@@ -66,7 +35,7 @@ class KmerIndex:
         n = len(targets)
         seqs = list(targets) + ([reverse_complement(t) for t in targets] if both else [])
         n_owner = max(len(seqs), 1)
-        values, owner = _kmers(seqs, k)
+        values, owner = kmer_codes(seqs, k)
         # One entry per (k-mer, owner); owner n..2n-1 is the reverse complement of owner - n.
         key = sorted_unique(values * n_owner + owner)
         values, owner = key // n_owner, key % n_owner
@@ -92,7 +61,7 @@ class KmerIndex:
         out_f = np.zeros((m, top), dtype=np.int8)
         if m == 0 or len(self.values) == 0:
             return out_t, out_f
-        values, query = _kmers(queries, self.k)
+        values, query = kmer_codes(queries, self.k)
         key = sorted_unique(values * m + query)  # a k-mer counts once per query
         query, values = key % m, key // m
         lo = np.searchsorted(self.values, values, side="left")

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from dnaembed.cluster.candidates import candidate_pairs
+from dnaembed.cluster.search import Neighbours
 from dnaembed.cluster.unionfind import ParityUnionFind
-from dnaembed.search import Neighbours
 
 #: Closest neighbours per read and orientation used to orient (a spanning forest needs few).
 ORIENT_NEIGHBOURS = 4

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from benchlib import REAL_READS, REAL_SET, REAL_TRUTH
 
 from peers.convert import write_clover_input, write_fasta, write_lines
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL_DIR = ROOT.parent / "shared" / "data" / "ldpc-exp7"
 REAL_DESIGNS = 13248
 
 
@@ -81,7 +81,7 @@ class DataSet:
     def load(self) -> None:
         """Read ids and sequences (once)."""
         if not self.ids:
-            from dnaembed.io import read_sequences
+            from dnaembed.io.sequences import read_sequences
 
             reads = read_sequences(self.reads)
             self.ids, self.seqs = list(reads.ids), list(reads.seqs)
@@ -126,7 +126,7 @@ class DataSet:
 def load_truth(path: str | Path) -> dict[str, str]:
     """``read_id  cluster  [orientation]``; ``#`` lines, a ``read_id`` header row, and the
     labels ``contaminant`` / empty / ``*`` (reads of no strand) are skipped."""
-    from dnaembed.io import read_table
+    from dnaembed.io.tables import read_table
 
     out: dict[str, str] = {}
     for row in read_table(path):
@@ -165,7 +165,7 @@ def prepare(
     prefix = directory / "reads"
     reads, truth = Path(f"{prefix}.fastq.gz"), Path(f"{prefix}.truth.tsv")
     if regenerate or not _complete(directory, params):
-        from dnaembed.simulate import SimulationPlan, run_simulation
+        from dnaembed.sim.simulate import SimulationPlan, run_simulation
 
         directory.mkdir(parents=True, exist_ok=True)
         for old in directory.glob("input.*"):
@@ -192,11 +192,11 @@ def _complete(directory: Path, params: dict[str, object]) -> bool:
 def _prepare_real(
     spec: SetSpec, root: Path, *, strands: int, seed: int, regenerate: bool
 ) -> DataSet:
-    reads, truth = REAL_DIR / "reads.fastq.gz", REAL_DIR / "truth.tsv.gz"
+    reads, truth = REAL_READS, REAL_TRUTH
     if not reads.exists() or not truth.exists():
-        raise SystemExit(f"real data set not found in {REAL_DIR}")
+        raise SystemExit(f"real data set not found in {REAL_SET}")
     if strands >= REAL_DESIGNS:
-        params: dict[str, object] = {"source": str(REAL_DIR), "designs": REAL_DESIGNS}
+        params: dict[str, object] = {"source": str(REAL_SET), "designs": REAL_DESIGNS}
         directory = root / "real-full"
         directory.mkdir(parents=True, exist_ok=True)
         if not _complete(directory, params):
@@ -206,11 +206,12 @@ def _prepare_real(
         return DataSet(spec, directory, reads, truth, params)
     # A smaller set: the reads of `strands` designs drawn at random, and as large a
     # share of the unlabelled reads.
-    params = {"source": str(REAL_DIR), "designs": strands, "seed": seed}
+    params = {"source": str(REAL_SET), "designs": strands, "seed": seed}
     directory = root / f"real-n{strands}-s{seed}"
     sub_reads, sub_truth = directory / "reads.fastq.gz", directory / "truth.tsv"
     if regenerate or not _complete(directory, params):
-        from dnaembed.io import read_sequences, read_table, write_sequences, write_tsv
+        from dnaembed.io.sequences import read_sequences, write_sequences
+        from dnaembed.io.tables import read_table, write_tsv
 
         directory.mkdir(parents=True, exist_ok=True)
         for old in directory.glob("input.*"):

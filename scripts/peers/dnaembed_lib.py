@@ -15,9 +15,9 @@ import sys
 
 def main(argv: list[str]) -> int:
     """Cluster ``argv[0]`` into ``argv[1]``."""
-    from dnaembed.io import read_sequences
+    from dnaembed.io.sequences import read_sequences
     from dnaembed.log import configure
-    from dnaembed.model import load_model
+    from dnaembed.model.checkpoint import load_model
     from dnaembed.pipeline import cluster_reads, write_clusters
 
     reads_path, out_path = argv

@@ -53,7 +53,8 @@ def score(clusters_tsv: Path, truth_path: Path, truth: dict[str, str], use_cli: 
     """Scores of a ``read_id<TAB>cluster_id`` file against the truth.
 
     With ``use_cli``: ``dnaembed evaluate CLUSTERS --truth TRUTH --json``; otherwise (or if
-    its JSON lacks a figure) ``dnaembed.metrics.clustering_scores``, the function behind it.
+    its JSON lacks a figure) ``dnaembed.evaluate.clustering.clustering_scores``, the function
+    behind it.
     """
     if use_cli:
         proc = subprocess.run(
@@ -69,12 +70,12 @@ def score(clusters_tsv: Path, truth_path: Path, truth: dict[str, str], use_cli: 
             if picked is not None:
                 picked["scored_by"] = "dnaembed evaluate"
                 return picked
-    from dnaembed.metrics import clustering_scores
+    from dnaembed.evaluate.clustering import clustering_scores
 
     with open(clusters_tsv) as f:
         predicted = parse_cluster_tsv(f)
     out = clustering_scores(predicted, truth)
-    out["scored_by"] = "dnaembed.metrics.clustering_scores"
+    out["scored_by"] = "dnaembed.evaluate.clustering.clustering_scores"
     return out
 
 

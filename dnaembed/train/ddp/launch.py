@@ -17,7 +17,7 @@ import sys
 import uuid
 
 from dnaembed.errors import DnaembedError
-from dnaembed.log import logger
+from dnaembed.log import available_cores, logger
 
 
 def strip_nproc(argv: list[str]) -> list[str]:
@@ -37,13 +37,6 @@ def strip_nproc(argv: list[str]) -> list[str]:
     return out
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def launch_local(nproc: int, argv: list[str]) -> None:
     """Run ``python -m dnaembed ARGV`` (without ``--nproc``) as ``nproc`` DDP ranks on this machine.
 
@@ -61,8 +54,8 @@ def launch_local(nproc: int, argv: list[str]) -> None:
         raise DnaembedError("--nproc: the command line is not in sys.argv; use torchrun instead")
     args = strip_nproc(argv)
     # Like torchrun, keep each rank from claiming every core; the ranks themselves
-    # take cores // nproc threads (dnaembed.distributed.local_share_of_cores).
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores() // nproc)))
+    # take cores // nproc threads (dnaembed.train.ddp.context.local_share_of_cores).
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cores() // nproc)))
     config = LaunchConfig(
         min_nodes=1,
         max_nodes=1,

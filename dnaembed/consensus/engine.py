@@ -82,35 +82,64 @@ import numpy as np
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein as RFLevenshtein
 
+from dnaembed.arrays import rank_in_groups
 from dnaembed.encoding import decode_flat, encode_flat, offsets, reverse_complement, segment_ids
-from dnaembed.errors import DnaembedError, InputError
-from dnaembed.io import ReadSet
-from dnaembed.log import logger, progress_bar
+from dnaembed.errors import DnaembedError
+from dnaembed.io.sequences import ReadSet
+from dnaembed.log import available_cores, logger, progress_bar
 
 #: Vote columns: A, C, G, T, N (codes 0..4), then "no base here".
 _N = 4
+
+
 _GAP = 5
+
+
 _COLUMNS = 6
+
+
 #: A read whose edit distance to the estimate exceeds this fraction of its span does not vote.
 _OUTLIER = 0.3
+
+
 #: At most this many bases are inserted into one gap of the estimate per iteration.
 _MAX_INSERT = 8
+
+
 #: Polishing tries an edit that at least this fraction of the covering reads asks for.
 _CONTEST = 0.25
+
+
 #: Homopolymer runs of this length or more share one row of the run-length model.
 _MAX_RUN = 8
+
+
 _LOG4 = math.log(4.0)
+
+
 #: Phred values above this share one bin; quality adjustments are capped at +-_QUAL_CAP.
 _MAX_QUAL = 60
+
+
 _QUAL_CAP = 8.0
+
+
 #: Weight (in reads) of the prior of each row of the run-length model.
 _RUN_PRIOR_WEIGHT = 50.0
+
+
 #: Polishing weighs an edit on at most this many of a cluster's reads (evenly spaced).
 POLISH_READS = 48
+
+
 #: Clusters per unit of work (and per learnt error model).
 CHUNK_CLUSTERS = 2000
+
+
 #: Medoid search on big clusters: candidates, and the reads each candidate is compared with.
 MEDOID_CANDIDATES = 32
+
+
 MEDOID_SAMPLE = 64
 
 
@@ -277,7 +306,7 @@ def write_strands(
 
     ``medoid_only``: write each cluster's medoid (the baseline) instead.
     """
-    from dnaembed.io import write_sequences
+    from dnaembed.io.sequences import write_sequences
 
     names = [f"{s.cluster_id} {s.description()}" for s in strands]
     write_sequences(path, names, [s.medoid if medoid_only else s.sequence for s in strands])
@@ -291,7 +320,7 @@ def write_strand_report(
     medoid_only: bool = False,
 ) -> None:
     """One TSV row per strand: cluster id, size, confidence, agreement, distance, length, ..."""
-    from dnaembed.io import write_tsv
+    from dnaembed.io.tables import write_tsv
 
     columns = ["cluster_id", "size", "confidence", "agreement", "distance", "length",
                "reversed_reads", "iterations"]
@@ -369,7 +398,7 @@ def _start_method() -> str:
 def _run_chunks(tasks: list[_Chunk], threads: int) -> list[_ChunkResult]:
     """Run the chunks here, or in ``threads`` worker processes when there are several."""
     if threads <= 0:
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        threads = available_cores()
     bar = progress_bar(total=sum(t.n_clusters for t in tasks), unit="cluster", desc="consensus")
     try:
         if threads == 1 or len(tasks) == 1:
@@ -387,60 +416,6 @@ def _run_chunks(tasks: list[_Chunk], threads: int) -> list[_ChunkResult]:
             return results
     finally:
         bar.close()
-
-
-@dataclass
-class ClusterTable:
-    """A clusters TSV: cluster id (and orientation, when given) per read id."""
-
-    labels: dict[str, str]
-    orientation: dict[str, str] | None
-
-
-def read_cluster_table(
-    path: str | os.PathLike, read_ids: Sequence[str] | None = None
-) -> ClusterTable:
-    """Read ``read_id<TAB>cluster_id[<TAB>orientation]`` rows (``#`` lines are comments).
-
-    What ``dnaembed cluster`` writes, and the truth tables of ``dnaembed
-    simulate`` and of the real data set. The third column is taken as the
-    orientation when every row has one and all are ``+`` or ``-``; otherwise it
-    is ignored (logged). A read id listed twice is an error; with ``read_ids``,
-    so is a read id that is not among them (a TSV of other reads). Reads of
-    ``read_ids`` absent from the table are left out of every cluster.
-    """
-    from dnaembed.io import describe_path, read_table
-
-    name = describe_path(path)
-    rows = read_table(path, min_columns=2)
-    labels: dict[str, str] = {}
-    signs: list[str | None] = []
-    for row in rows:
-        rid, cluster = row[0].strip(), row[1].strip()
-        if not rid or not cluster:
-            raise InputError(f"{name}: read {rid or '(empty)'}: empty read id or cluster id")
-        if rid in labels:
-            raise InputError(f"{name}: read {rid}: listed twice")
-        labels[rid] = cluster
-        signs.append(row[2].strip() if len(row) > 2 else None)
-    orientation = None
-    if signs and all(x in ("+", "-") for x in signs):
-        orientation = dict(zip(labels, signs))
-    elif any(x is not None for x in signs):
-        logger.info("%s: third column is not an orientation (+/-) on every row: ignored", name)
-    if read_ids is not None:
-        known = set(read_ids)
-        unknown = [rid for rid in labels if rid not in known]
-        if unknown:
-            raise InputError(
-                f"{name}: read {unknown[0]}: not in the reads file "
-                f"({len(unknown)} of {len(labels)} read ids unknown: "
-                "is it the table of these reads?)"
-            )
-    return ClusterTable(labels, orientation)
-
-
-# ---------------------------------------------------------------- input normalisation
 
 
 def _cluster_index(
@@ -514,9 +489,6 @@ def _quality_values(quals: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     lengths = np.fromiter((len(q) for q in quals), dtype=np.int64, count=len(quals))
     raw = np.frombuffer("".join(quals).encode("ascii"), dtype=np.uint8).astype(np.int64)
     return np.clip(raw - 33, 0, _MAX_QUAL), lengths
-
-
-# ---------------------------------------------------------------- the engine
 
 
 class _Engine:
@@ -1007,7 +979,7 @@ class _Votes:
             # two bases of a run votes for the run's first two positions.
             dpos = eoff[op_cl[is_del]] + sp[is_del]
             del_read = op_read[is_del]
-            dpos = start_of[dpos] + _rank_in_groups(del_read * (n_pos + 1) + start_of[dpos])
+            dpos = start_of[dpos] + rank_in_groups(del_read * (n_pos + 1) + start_of[dpos])
             dpos = np.minimum(dpos, n_pos - 1)
             spos = eoff[op_cl[is_sub]] + sp[is_sub]
             lost = np.bincount(np.concatenate([spos, dpos]), minlength=n_pos)
@@ -1031,7 +1003,7 @@ class _Votes:
             )
             slot = soff[icl] + k
             ins_read = op_read[is_ins]
-            rank = _rank_in_groups(ins_read * (n_slots + 1) + slot)
+            rank = rank_in_groups(ins_read * (n_slots + 1) + slot)
             fits = rank < _MAX_INSERT
             ins_key = (slot * _MAX_INSERT + rank)[fits]
             ins_b = b[fits]
@@ -1393,13 +1365,3 @@ def _read_values(strings: list[str], reads: np.ndarray, at: np.ndarray, encode) 
     # A deletion at the end of a read points one past it; its base is never used.
     at = np.minimum(at, lengths[inverse] - 1)
     return values[offsets(lengths)[inverse] + at].astype(np.int64)
-
-
-def _rank_in_groups(keys: np.ndarray) -> np.ndarray:
-    """0, 1, 2, ... within each run of equal consecutive ``keys``."""
-    if len(keys) == 0:
-        return keys
-    idx = np.arange(len(keys))
-    starts = np.ones(len(keys), dtype=bool)
-    starts[1:] = keys[1:] != keys[:-1]
-    return idx - np.maximum.accumulate(np.where(starts, idx, 0))

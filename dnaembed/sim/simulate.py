@@ -1,7 +1,7 @@
 """Simulate what a DNA-storage lab sequences: strands -> coverage -> channel -> reads, with truth.
 
 :func:`simulate_reads` is the library form of ``dnaembed simulate``; the
-training-pair sampler draws from the same :func:`dnaembed.channel.transmit`.
+training-pair sampler draws from the same :func:`dnaembed.sim.channel.transmit`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from pathlib import Path
 
 import numpy as np
 
-from dnaembed.channel import Channel, aligned_rates, calibrated, transmit
-from dnaembed.coverage import Coverage
 from dnaembed.encoding import (
     decode_flat,
     encode_flat,
@@ -25,6 +23,8 @@ from dnaembed.encoding import (
     segment_ids,
 )
 from dnaembed.errors import DnaembedError
+from dnaembed.sim.channel import Channel, aligned_rates, calibrated, transmit
+from dnaembed.sim.coverage import Coverage
 
 CONTAMINANT = "contaminant"
 
@@ -294,14 +294,14 @@ class SimulationPlan:
 
     def channel(self) -> Channel:
         """The preset with any custom rates applied."""
-        from dnaembed.channel import get_preset
+        from dnaembed.sim.channel import get_preset
 
         return get_preset(self.preset).with_overrides(**self.overrides)
 
     def strands(self) -> tuple[list[str], list[str]]:
         """Strand ids and sequences: from ``refs`` or random, primers added."""
-        from dnaembed.io import read_sequences
-        from dnaembed.strands import add_primers, random_strands
+        from dnaembed.io.sequences import read_sequences
+        from dnaembed.sim.strands import add_primers, random_strands
 
         # Separate streams for strands, primers and reads: changing one option
         # (say the primer length) does not reshuffle everything else.
@@ -348,7 +348,8 @@ def run_simulation(plan: SimulationPlan, prefix: str | Path) -> str:
     Returns the summary text. Every file is written atomically; option errors
     are raised before anything is written.
     """
-    from dnaembed.io import command_header, write_sequences, write_tsv
+    from dnaembed.io.sequences import write_sequences
+    from dnaembed.io.tables import command_header, write_tsv
     from dnaembed.log import logger
 
     channel = plan.channel()

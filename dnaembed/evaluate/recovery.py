@@ -26,7 +26,8 @@ import numpy as np
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein as RFLevenshtein
 
-from dnaembed.encoding import encode_flat, offsets, reverse_complement, segment_ids
+from dnaembed.arrays import sorted_unique
+from dnaembed.encoding import kmer_codes, offsets, reverse_complement, segment_ids
 
 #: A reference whose nearest strand is further than this fraction of its length is "not found".
 FOUND_FRACTION = 0.25
@@ -109,24 +110,10 @@ def match_references(
     return RecoveryMatch(nearest, distance, reverse, ref_lengths)
 
 
-def _kmers(seqs: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+def _distinct_kmers(seqs: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
     """(sequence index, k-mer code) of every distinct k-mer without N in each sequence."""
-    codes, lengths = encode_flat(seqs)
-    n_windows = np.maximum(lengths - k + 1, 0)
-    if n_windows.sum() == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    seq_of = segment_ids(n_windows)
-    start = offsets(lengths)[seq_of] + (
-        np.arange(int(n_windows.sum()), dtype=np.int64) - offsets(n_windows)[seq_of]
-    )
-    value = np.zeros(len(start), dtype=np.int64)
-    has_n = np.zeros(len(start), dtype=bool)
-    for i in range(k):
-        c = codes[start + i].astype(np.int64)
-        has_n |= c > 3
-        value = value * 4 + (c & 3)
-    seq_of, value = seq_of[~has_n], value[~has_n]
-    key = np.unique(seq_of * (4**k) + value)
+    codes, seq_of = kmer_codes(seqs, k)
+    key = sorted_unique(seq_of * (4**k) + codes)
     return key // (4**k), key % (4**k)
 
 
@@ -134,8 +121,8 @@ def _candidate_pairs(
     refs: Sequence[str], targets: Sequence[str], k: int, candidates: int, max_occurrences: int
 ) -> np.ndarray:
     """(reference, target) pairs: per reference the targets sharing the most k-mers."""
-    t_seq, t_kmer = _kmers(targets, k)
-    r_seq, r_kmer = _kmers(refs, k)
+    t_seq, t_kmer = _distinct_kmers(targets, k)
+    r_seq, r_kmer = _distinct_kmers(refs, k)
     if len(t_kmer) == 0 or len(r_kmer) == 0:
         return np.zeros((0, 2), dtype=np.int64)
     order = np.argsort(t_kmer, kind="stable")

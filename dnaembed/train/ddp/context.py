@@ -4,7 +4,7 @@ This module holds the execution strategy only; :mod:`dnaembed.train` holds the
 algorithm and calls it the same way whether there is one process or many.
 torchrun sets RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT; we
 read them, pick the backend (NCCL on CUDA, gloo on CPU) and wrap the model in
-DistributedDataParallel with the chosen communication hook (:mod:`dnaembed.comm`).
+DistributedDataParallel with the chosen communication hook (:mod:`dnaembed.train.ddp.comm`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from dnaembed.errors import DnaembedError
+from dnaembed.log import available_cores
 
 
 @dataclass
@@ -57,11 +58,7 @@ def local_share_of_cores() -> int | None:
     if not launched_by_torchrun():
         return None
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return max(1, cores // max(1, local_world))
+    return max(1, available_cores() // max(1, local_world))
 
 
 def setup(device: torch.device) -> DistContext:

@@ -1,7 +1,7 @@
-"""Reading sequences and writing results.
+"""Reading and writing sequences: FASTA or FASTQ through dnaio.
 
-Input: FASTA or FASTQ through dnaio, plain or gzip (detected from the content),
-``-`` for standard input. Every record is validated at the door:
+Input: plain or gzip (detected from the content), ``-`` for standard input.
+Every record is validated at the door:
 
 * bases must be A, C, G, T or N in either case; they are upper-cased;
 * other characters are an error naming the file, the record number and the read id;
@@ -10,31 +10,23 @@ Input: FASTA or FASTQ through dnaio, plain or gzip (detected from the content),
 * a read id is the record name up to the first whitespace; ids must be unique
   (cluster tables are keyed by id), a repeated id is an error;
 * an empty file is a valid input with no reads; each command says what it does
-  with zero reads.
-
-Output: every file is written to a temporary file in the destination's
-directory and renamed into place when complete, so a failed command never
-leaves a partial file. ``-`` means standard output where the format allows.
-"""
+  with zero reads."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
-import shlex
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import dnaio
-import numpy as np
 
-from dnaembed import __version__
-from dnaembed.errors import DnaembedError, InputError
+from dnaembed.errors import InputError
+from dnaembed.io.atomic import atomic_path
 
 _INVALID_BASE = re.compile(r"[^ACGTN]")
 
@@ -174,75 +166,6 @@ def iter_read_chunks(
         yield chunk
 
 
-# ---------------------------------------------------------------- writing
-
-
-def command_header(command: str, params: dict[str, object]) -> str:
-    """The ``#`` header line of every TSV: dnaembed version, command and its parameters."""
-    parts = [f"{k}={shlex.quote(str(v))}" for k, v in params.items() if v is not None]
-    return f"# dnaembed {__version__} {command} " + " ".join(parts)
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
-
-    The temporary name keeps the destination's suffixes so that writers which
-    choose compression by extension (``.gz``) behave as for the final name.
-    """
-    dest = Path(path)
-    directory = dest.parent if str(dest.parent) else Path(".")
-    if not directory.is_dir():
-        raise DnaembedError(f"{dest}: cannot write: directory {directory} does not exist")
-    if dest.is_dir():
-        raise DnaembedError(f"{dest}: cannot write: is a directory")
-    suffix = "".join(dest.suffixes[-2:])
-    try:
-        fd, tmp_name = tempfile.mkstemp(
-            prefix=f".{dest.name}.", suffix=f".tmp{suffix}", dir=directory
-        )
-    except OSError as e:
-        raise DnaembedError(f"{dest}: cannot write: {e.strerror or e}") from None
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        yield tmp
-        # mkstemp creates 0600; give the result the permissions a normal file would get.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
-@contextlib.contextmanager
-def open_output(path: str | os.PathLike) -> Iterator[IO[str]]:
-    """A text stream for ``path`` (atomic), or standard output for ``-``."""
-    if str(path) == "-":
-        yield sys.stdout
-        sys.stdout.flush()
-        return
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        yield handle
-
-
-def write_tsv(
-    path: str | os.PathLike,
-    columns: Sequence[str],
-    rows: Iterator[Sequence[object]] | Sequence[Sequence[object]],
-    header: str | None = None,
-) -> None:
-    """Write a TSV: optional ``#`` provenance line, ``#``-prefixed column names, rows."""
-    with open_output(path) as out:
-        if header:
-            out.write(header.rstrip("\n") + "\n")
-        out.write("#" + "\t".join(columns) + "\n")
-        out.writelines("\t".join(map(str, row)) + "\n" for row in rows)
-
-
 def write_sequences(
     path: str | os.PathLike,
     ids: Sequence[str],
@@ -269,44 +192,3 @@ def _write_records(writer, ids, seqs, quals) -> None:
     else:
         for i, s, q in zip(ids, seqs, quals):
             writer.write(dnaio.SequenceRecord(i, s, q))
-
-
-def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
-    """Save an array as .npy, atomically."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        np.save(handle, array)
-
-
-def read_table(path: str | os.PathLike, min_columns: int = 2) -> list[list[str]]:
-    """Read a TSV written by dnaembed (or a compatible one): ``#`` lines are skipped.
-
-    Plain or gzip (by content). Each row must have at least ``min_columns`` fields.
-    """
-    import gzip
-
-    name = describe_path(path)
-    if str(path) != "-" and not Path(path).is_file():
-        raise InputError(f"{name}: no such file")
-    try:
-        if str(path) == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            with open(path, "rb") as raw:
-                magic = raw.read(2)
-            opener = gzip.open if magic == b"\x1f\x8b" else open
-            with opener(path, "rt", encoding="utf-8") as handle:
-                lines = handle.read().splitlines()
-    except (OSError, UnicodeDecodeError, EOFError) as e:
-        raise InputError(f"{name}: cannot read: {e}") from None
-    rows = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) < min_columns:
-            raise InputError(
-                f"{name}: line {number}: expected at least {min_columns} tab-separated "
-                f"columns, found {len(fields)}"
-            )
-        rows.append(fields)
-    return rows

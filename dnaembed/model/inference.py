@@ -10,6 +10,7 @@ tool. Reads longer than the model's window keep their first ``window`` bases
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -18,7 +19,8 @@ import torch
 
 from dnaembed.encoding import encode_padded
 from dnaembed.errors import DnaembedError
-from dnaembed.model import Encoder
+from dnaembed.io.vectors import DTYPES, NpyAppender, ids_path_for
+from dnaembed.model.encoder import Encoder
 
 PRECISIONS = ("auto", "float32", "bfloat16")
 
@@ -131,3 +133,58 @@ def iter_embeddings(
     """Streaming form: one embedding block per chunk of sequences."""
     for chunk in chunks:
         yield embed_sequences(model, chunk, batch_size=batch_size, precision=precision, stats=stats)
+
+
+@dataclass
+class EmbedSummary:
+    """What ``embed_file`` wrote."""
+
+    reads: int
+    truncated: int
+    dim: int
+    dtype: str
+    window: int
+
+
+def embed_file(
+    reads_path: str | os.PathLike,
+    model,
+    output: str | os.PathLike,
+    *,
+    dtype: str = "float32",
+    batch_size: int | None = None,
+    chunk_size: int = 65536,
+    precision: str = "auto",
+) -> EmbedSummary:
+    """Embed every read of a FASTA/FASTQ file into ``output`` (.npy) and its ids file.
+
+    Streams ``chunk_size`` reads at a time (bounded memory). Reads longer than
+    the model's window are embedded by their first ``window`` bases (counted
+    in ``truncated``).
+    """
+    from dnaembed.io.atomic import atomic_path
+    from dnaembed.io.sequences import iter_read_chunks
+    from dnaembed.log import progress_bar
+    from dnaembed.model.inference import EmbedStats, embed_sequences
+
+    if dtype not in DTYPES:
+        raise DnaembedError(f"unknown dtype {dtype!r} (use {' or '.join(DTYPES)})")
+    dim = model.config.embedding_dim
+    stats = EmbedStats()
+    ids_path = ids_path_for(output)
+    with (
+        atomic_path(output) as npy_tmp,
+        atomic_path(ids_path) as ids_tmp,
+        open(npy_tmp, "wb") as npy,
+        open(ids_tmp, "w", encoding="utf-8") as ids_out,
+        progress_bar(unit=" reads", desc="embedding") as bar,
+    ):
+        writer = NpyAppender(npy, dim, dtype)
+        for chunk in iter_read_chunks(reads_path, chunk_size):
+            block = embed_sequences(model, chunk.seqs, batch_size=batch_size,
+                                    precision=precision, stats=stats)
+            writer.append(block)
+            ids_out.writelines(rid + "\n" for rid in chunk.ids)
+            bar.update(len(chunk))
+        writer.close()
+    return EmbedSummary(stats.reads, stats.truncated, dim, dtype, model.config.window)

@@ -26,9 +26,9 @@ import numpy as np
 from rapidfuzz.distance import Levenshtein as RFLevenshtein
 from rapidfuzz.process import cpdist
 
-from dnaembed.channel import PRESETS, Channel, transmit
 from dnaembed.encoding import decode_flat, encode_padded, offsets, segment_ids
 from dnaembed.errors import DnaembedError
+from dnaembed.sim.channel import PRESETS, Channel, transmit
 
 KINDS = ("read-read", "strand-read", "variant", "unrelated")
 MEMBER_ROLES = ("strand", "read", "variant")

@@ -33,8 +33,8 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
 from torch.nn.parallel import DistributedDataParallel
 
-from dnaembed.distributed import DistContext
 from dnaembed.errors import DnaembedError
+from dnaembed.train.ddp.context import DistContext
 
 HOOKS = ("allreduce", "fp16", "bf16", "powersgd")
 

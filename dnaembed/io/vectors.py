@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
 from dnaembed.errors import DnaembedError, InputError
+from dnaembed.io.atomic import atomic_path
 
 DTYPES = ("float32", "float16")
+
+
 #: Total length of the .npy preamble (magic, version, header length, header): room for any shape.
 _HEADER_BYTES = 128
+
+
 _MAGIC = b"\x93NUMPY\x01\x00"
 
 
@@ -74,60 +78,6 @@ class NpyAppender:
         self.handle.seek(0, os.SEEK_END)
 
 
-@dataclass
-class EmbedSummary:
-    """What ``embed_file`` wrote."""
-
-    reads: int
-    truncated: int
-    dim: int
-    dtype: str
-    window: int
-
-
-def embed_file(
-    reads_path: str | os.PathLike,
-    model,
-    output: str | os.PathLike,
-    *,
-    dtype: str = "float32",
-    batch_size: int | None = None,
-    chunk_size: int = 65536,
-    precision: str = "auto",
-) -> EmbedSummary:
-    """Embed every read of a FASTA/FASTQ file into ``output`` (.npy) and its ids file.
-
-    Streams ``chunk_size`` reads at a time (bounded memory). Reads longer than
-    the model's window are embedded by their first ``window`` bases (counted
-    in ``truncated``).
-    """
-    from dnaembed.embed import EmbedStats, embed_sequences
-    from dnaembed.io import atomic_path, iter_read_chunks
-    from dnaembed.log import progress_bar
-
-    if dtype not in DTYPES:
-        raise DnaembedError(f"unknown dtype {dtype!r} (use {' or '.join(DTYPES)})")
-    dim = model.config.embedding_dim
-    stats = EmbedStats()
-    ids_path = ids_path_for(output)
-    with (
-        atomic_path(output) as npy_tmp,
-        atomic_path(ids_path) as ids_tmp,
-        open(npy_tmp, "wb") as npy,
-        open(ids_tmp, "w", encoding="utf-8") as ids_out,
-        progress_bar(unit=" reads", desc="embedding") as bar,
-    ):
-        writer = NpyAppender(npy, dim, dtype)
-        for chunk in iter_read_chunks(reads_path, chunk_size):
-            block = embed_sequences(model, chunk.seqs, batch_size=batch_size,
-                                    precision=precision, stats=stats)
-            writer.append(block)
-            ids_out.writelines(rid + "\n" for rid in chunk.ids)
-            bar.update(len(chunk))
-        writer.close()
-    return EmbedSummary(stats.reads, stats.truncated, dim, dtype, model.config.window)
-
-
 def load_embeddings(npy_path: str | os.PathLike, *, mmap: bool = False
                     ) -> tuple[list[str], np.ndarray]:
     """Read back an embedding file and its ids (checked to match in number)."""
@@ -147,3 +97,8 @@ def load_embeddings(npy_path: str | os.PathLike, *, mmap: bool = False
         )
     return ids, array
 
+
+def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
+    """Save an array as .npy, atomically."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, array)

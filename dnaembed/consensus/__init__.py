@@ -1,0 +1,2 @@
+"""Strand reconstruction: one consensus sequence per cluster (see :mod:`.engine`)."""
+

@@ -1,0 +1,125 @@
+"""How good a clustering is, against a truth table (``dnaembed evaluate``).
+
+Accuracy A_gamma (Rashtchian et al., NeurIPS 2017) is the fraction of true
+clusters C for which some output cluster C' satisfies C' ⊆ C and |C'| >=
+gamma |C|. Reads missing from the output count as singletons; reads that
+belong to no true cluster (noise: strand id ``contaminant``, or absent from
+a real set's truth) are in no C, so an output cluster that holds one is a
+subset of no C. ARI and NMI from scikit-learn, over the reads with a true
+cluster.
+
+Both inputs are TSVs whose first two columns are ``read_id`` and a label:
+``dnaembed cluster`` output on one side; on the other the truth written by
+``dnaembed simulate`` (``read_id strand_id orientation``) or the real set's
+``read_id oligo_id strand``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from dnaembed.errors import InputError
+from dnaembed.io.sequences import describe_path
+from dnaembed.io.tables import read_labels
+
+
+def accuracy_gamma(
+    predicted: dict[str, str], truth: dict[str, str], gammas: Sequence[float] = (0.8, 0.9, 1.0)
+) -> dict[float, float]:
+    """A_gamma over the true clusters; ``predicted``/``truth`` map read id -> cluster label.
+
+    Reads in ``truth`` but not in ``predicted`` are singletons; reads in
+    ``predicted`` but not in ``truth`` are noise.
+    """
+    true_members: dict[str, list[str]] = {}
+    for rid, c in truth.items():
+        true_members.setdefault(c, []).append(rid)
+    out_members: dict[str, list[str]] = {}
+    for rid, c in predicted.items():
+        out_members.setdefault(c, []).append(rid)
+    n_true = len(true_members)
+    if n_true == 0:
+        return {g: float("nan") for g in gammas}
+    # For each output cluster that is pure (all members in one true cluster), its size.
+    best = dict.fromkeys(true_members, 0)
+    for members in out_members.values():
+        labels = {truth.get(r) for r in members}
+        if len(labels) == 1:
+            (label,) = labels
+            if label is not None:
+                best[label] = max(best[label], len(members))
+    # Reads absent from the output are singletons: a pure cluster of size 1 at least.
+    for label, members in true_members.items():
+        if best[label] == 0 and any(r not in predicted for r in members):
+            best[label] = 1
+    sizes = {label: len(m) for label, m in true_members.items()}
+    return {
+        g: sum(1 for label in true_members if best[label] >= g * sizes[label] - 1e-9) / n_true
+        for g in gammas
+    }
+
+
+def clustering_scores(predicted: dict[str, str], truth: dict[str, str]) -> dict:
+    """A_0.8 / A_0.9 / A_1.0, ARI, NMI and cluster counts."""
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    acc = accuracy_gamma(predicted, truth)
+    ids = list(truth)
+    # Missing reads: their own singleton label.
+    pred_labels = [predicted.get(r, f"\0missing:{r}") for r in ids]
+    true_labels = [truth[r] for r in ids]
+    return {
+        "A_0.8": acc[0.8],
+        "A_0.9": acc[0.9],
+        "A_1.0": acc[1.0],
+        "ARI": float(adjusted_rand_score(true_labels, pred_labels)) if ids else float("nan"),
+        "NMI": float(normalized_mutual_info_score(true_labels, pred_labels))
+        if ids
+        else float("nan"),
+        "true_clusters": len(set(true_labels)),
+        "output_clusters": len(set(predicted.values())),
+        "reads_scored": len(ids),
+        "reads_missing": sum(1 for r in ids if r not in predicted),
+        "noise_reads": sum(1 for r in predicted if r not in truth),
+    }
+
+
+#: Truth labels that mean "from no strand".
+NOISE_LABELS = frozenset({"contaminant", "", "*", "-", "NA"})
+
+
+def read_truth(path: str | os.PathLike) -> tuple[dict[str, str], int]:
+    """Truth labels without the noise reads, and the number of noise reads dropped."""
+    labels = read_labels(path)
+    truth = {rid: label for rid, label in labels.items() if label not in NOISE_LABELS}
+    return truth, len(labels) - len(truth)
+
+
+def evaluate_files(clusters_path: str | os.PathLike, truth_path: str | os.PathLike) -> dict:
+    """Scores of a clusters table against a truth table (see the module notes)."""
+    predicted = read_labels(clusters_path)
+    truth, noise_in_truth = read_truth(truth_path)
+    if truth and predicted and not any(rid in predicted for rid in truth):
+        raise InputError(
+            f"{describe_path(clusters_path)}: none of its read ids is in "
+            f"{describe_path(truth_path)} (are they tables of the same reads?)"
+        )
+    scores = clustering_scores(predicted, truth)
+    scores["truth_noise_reads"] = noise_in_truth
+    return scores
+
+
+def format_scores(scores: dict) -> str:
+    """A short human-readable report."""
+    lines = [
+        f"A_0.8   {scores['A_0.8']:.4f}",
+        f"A_0.9   {scores['A_0.9']:.4f}",
+        f"A_1.0   {scores['A_1.0']:.4f}",
+        f"ARI     {scores['ARI']:.4f}",
+        f"NMI     {scores['NMI']:.4f}",
+        f"clusters: {scores['output_clusters']:,} output, {scores['true_clusters']:,} true",
+        f"reads: {scores['reads_scored']:,} with a strand scored, "
+        f"{scores['reads_missing']:,} missing from the clusters (counted as singletons), "
+        f"{scores['noise_reads']:,} clustered reads of no strand",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,142 @@
+"""Tab-separated tables: the one reader and writer of every TSV dnaembed reads or writes.
+
+A table has an optional ``#`` provenance line (dnaembed version, command,
+parameters), a ``#``-prefixed line of column names, then rows. Readers skip
+``#`` lines, take plain or gzip (by content) and name the file and line of
+any problem. Cluster tables (``read_id cluster_id [orientation]``) and truth
+tables (``read_id strand_id ...``) are read here for every command."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dnaembed import __version__
+from dnaembed.errors import InputError
+from dnaembed.io.atomic import open_output
+from dnaembed.io.sequences import describe_path
+from dnaembed.log import logger
+
+
+def command_header(command: str, params: dict[str, object]) -> str:
+    """The ``#`` header line of every TSV: dnaembed version, command and its parameters."""
+    parts = [f"{k}={shlex.quote(str(v))}" for k, v in params.items() if v is not None]
+    return f"# dnaembed {__version__} {command} " + " ".join(parts)
+
+
+def write_tsv(
+    path: str | os.PathLike,
+    columns: Sequence[str],
+    rows: Iterator[Sequence[object]] | Sequence[Sequence[object]],
+    header: str | None = None,
+) -> None:
+    """Write a TSV: optional ``#`` provenance line, ``#``-prefixed column names, rows."""
+    with open_output(path) as out:
+        if header:
+            out.write(header.rstrip("\n") + "\n")
+        out.write("#" + "\t".join(columns) + "\n")
+        out.writelines("\t".join(map(str, row)) + "\n" for row in rows)
+
+
+def read_table(path: str | os.PathLike, min_columns: int = 2) -> list[list[str]]:
+    """Read a TSV written by dnaembed (or a compatible one): ``#`` lines are skipped.
+
+    Plain or gzip (by content). Each row must have at least ``min_columns`` fields.
+    """
+    import gzip
+
+    name = describe_path(path)
+    if str(path) != "-" and not Path(path).is_file():
+        raise InputError(f"{name}: no such file")
+    try:
+        if str(path) == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            with open(path, "rb") as raw:
+                magic = raw.read(2)
+            opener = gzip.open if magic == b"\x1f\x8b" else open
+            with opener(path, "rt", encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise InputError(f"{name}: cannot read: {e}") from None
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) < min_columns:
+            raise InputError(
+                f"{name}: line {number}: expected at least {min_columns} tab-separated "
+                f"columns, found {len(fields)}"
+            )
+        rows.append(fields)
+    return rows
+
+
+def read_labels(path: str | os.PathLike) -> dict[str, str]:
+    """``read_id -> label`` from the first two columns; a read listed twice is an error."""
+    name = describe_path(path)
+    labels: dict[str, str] = {}
+    for number, row in enumerate(read_table(path, min_columns=2), start=1):
+        rid, label = row[0].strip(), row[1].strip()
+        if not rid:
+            raise InputError(f"{name}: data row {number}: empty read id")
+        if rid in labels:
+            raise InputError(f"{name}: data row {number}: read {rid} listed twice")
+        labels[rid] = label
+    return labels
+
+
+@dataclass
+class ClusterTable:
+    """A clusters TSV: cluster id (and orientation, when given) per read id."""
+
+    labels: dict[str, str]
+    orientation: dict[str, str] | None
+
+
+def read_cluster_table(
+    path: str | os.PathLike, read_ids: Sequence[str] | None = None
+) -> ClusterTable:
+    """Read ``read_id<TAB>cluster_id[<TAB>orientation]`` rows (``#`` lines are comments).
+
+    What ``dnaembed cluster`` writes, and the truth tables of ``dnaembed
+    simulate`` and of the real data set. The third column is taken as the
+    orientation when every row has one and all are ``+`` or ``-``; otherwise it
+    is ignored (logged). A read id listed twice is an error; with ``read_ids``,
+    so is a read id that is not among them (a TSV of other reads). Reads of
+    ``read_ids`` absent from the table are left out of every cluster.
+    """
+    from dnaembed.io.sequences import describe_path
+
+    name = describe_path(path)
+    rows = read_table(path, min_columns=2)
+    labels: dict[str, str] = {}
+    signs: list[str | None] = []
+    for row in rows:
+        rid, cluster = row[0].strip(), row[1].strip()
+        if not rid or not cluster:
+            raise InputError(f"{name}: read {rid or '(empty)'}: empty read id or cluster id")
+        if rid in labels:
+            raise InputError(f"{name}: read {rid}: listed twice")
+        labels[rid] = cluster
+        signs.append(row[2].strip() if len(row) > 2 else None)
+    orientation = None
+    if signs and all(x in ("+", "-") for x in signs):
+        orientation = dict(zip(labels, signs))
+    elif any(x is not None for x in signs):
+        logger.info("%s: third column is not an orientation (+/-) on every row: ignored", name)
+    if read_ids is not None:
+        known = set(read_ids)
+        unknown = [rid for rid in labels if rid not in known]
+        if unknown:
+            raise InputError(
+                f"{name}: read {unknown[0]}: not in the reads file "
+                f"({len(unknown)} of {len(labels)} read ids unknown: "
+                "is it the table of these reads?)"
+            )
+    return ClusterTable(labels, orientation)

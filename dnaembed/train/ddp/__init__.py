@@ -1,0 +1,2 @@
+"""Data-parallel training: the process group, DDP communication hooks, local launch."""
+

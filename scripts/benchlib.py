@@ -1,0 +1,104 @@
+"""What every benchmark script shares: the real data set, the machine's description, the tables.
+
+Each script prints its table and, with ``--write-docs``, puts it into
+``docs/benchmarks.md`` under its own ``## title``, replacing that section if it is
+there. A section's head says once how the table was made: the command, the
+commit, the date and the CPU (model, cores, and the vector-instruction flags
+that decide inference speed: avx2, avx512*, amx*), plus any ISA emulation set in
+the environment (``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``, ``FAISS_OPT_LEVEL``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The real, labelled Illumina set (ldpc-exp7): reads, truth and designs.
+REAL_SET = ROOT.parent / "shared" / "data" / "ldpc-exp7"
+REAL_READS = REAL_SET / "reads.fastq.gz"
+REAL_TRUTH = REAL_SET / "truth.tsv.gz"
+REAL_REFS = REAL_SET / "refs.fasta.gz"
+BENCHMARKS_MD = ROOT / "docs" / "benchmarks.md"
+#: Environment variables that make a CPU with AVX-512 run as one with AVX2 only.
+ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "FAISS_OPT_LEVEL")
+AVX2_ENVIRONMENT = {
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "FAISS_OPT_LEVEL": "avx2",
+}
+_FLAG = re.compile(r"^(avx2|avx512\w*|amx\w*)$")
+
+
+def cpu_description() -> str:
+    """CPU model, cores available, its avx2/avx512*/amx* flags and any ISA emulation."""
+    model, flags = "unknown CPU", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model == "unknown CPU":
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = {f for f in value.split() if _FLAG.match(f)}
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    shown = ", ".join(sorted(flags)) or "none of avx2/avx512/amx"
+    missing = [name for name in ("avx512f", "amx_tile") if name not in flags]
+    if missing:
+        shown += " (no " + ", no ".join(m.split("_")[0].rstrip("f") for m in missing) + ")"
+    emulated = [f"{v}={os.environ[v]}" for v in ISA_VARIABLES if os.environ.get(v)]
+    text = f"{model}, {cores} cores, flags: {shown}"
+    if emulated:
+        text += "; emulated: " + " ".join(emulated)
+    return text
+
+
+def commit() -> str:
+    """Short hash of HEAD, marked ``+changes`` when the tree has uncommitted edits."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True,
+                              text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "dnaembed", "scripts")
+    return head + ("+changes" if dirty else "")
+
+
+def command_line() -> str:
+    """How this script was run, as a shell command from the repository root."""
+    script = Path(sys.argv[0]).resolve()
+    if script.is_relative_to(ROOT):
+        script = script.relative_to(ROOT)
+    return "python " + " ".join(shlex.quote(a) for a in [str(script), *sys.argv[1:]])
+
+
+def table_head(command: str | None = None) -> str:
+    """The one line that heads a table: command, commit, date, CPU."""
+    today = datetime.date.today().isoformat()
+    return (f"`{command or command_line()}` · commit {commit()} · {today} · "
+            f"{cpu_description()}")
+
+
+def write_section(title: str, body: str, *, command: str | None = None,
+                  path: Path = BENCHMARKS_MD) -> None:
+    """Put ``body`` (Markdown) under ``## title`` in ``docs/benchmarks.md``, headed once."""
+    section = f"## {title}\n\n{table_head(command)}\n\n{body.strip()}\n"
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(text.rstrip("\n") + "\n")
+    os.replace(tmp, path)
