@@ -3,14 +3,13 @@
 :func:`cluster_reads` collapses identical reads, embeds the distinct ones (and
 their reverse complements when both orientations are clustered), runs one of
 the estimators of :mod:`dnaembed.cluster`, and expands the result back to every
-input read. :func:`write_clusters` and :func:`write_centers` write its two
-output files. Empty reads are never clustered: each is a singleton.
+input read (its output files: :mod:`dnaembed.io.clusters`). Empty reads are never
+clustered: each is a singleton.
 :func:`reads_to_strands` adds the consensus step: reads in, stored strands out.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 
@@ -159,36 +158,3 @@ def reads_to_strands(
     )
     result.timings["consensus"] = time.perf_counter() - start
     return result, strands
-
-
-def write_clusters(
-    path: str | os.PathLike,
-    ids: Sequence[str],
-    result: ClusterResult,
-    *,
-    header: str | None = None,
-    orientation: bool = False,
-) -> None:
-    """``read_id<TAB>cluster_id`` for every read, in input order (optionally orientation)."""
-    from dnaembed.io.tables import write_tsv
-
-    columns = ["read_id", "cluster_id"] + (["orientation"] if orientation else [])
-    labels = result.labels.tolist()
-    if orientation:
-        signs = ["-" if o else "+" for o in result.orientation.tolist()]
-        rows = zip(ids, labels, signs)
-    else:
-        rows = zip(ids, labels)
-    write_tsv(path, columns, rows, header=header)
-
-
-def write_centers(
-    path: str | os.PathLike, ids: Sequence[str], seqs: Sequence[str], result: ClusterResult
-) -> None:
-    """One representative read per cluster (FASTA): name = cluster id, then read id and size."""
-    from dnaembed.io.sequences import write_sequences
-
-    sizes = result.sizes().tolist()
-    reps = result.representatives.tolist()
-    names = [f"{c} read={ids[r]} size={sizes[c]}" for c, r in enumerate(reps)]
-    write_sequences(path, names, [seqs[r] for r in reps])

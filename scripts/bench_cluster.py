@@ -57,11 +57,12 @@ def simulate_set(prefix: Path, preset: str, strands: int, length: int, coverage:
 def worker(args: argparse.Namespace) -> None:
     """One run, in this process: read, cluster, write, score; JSON on stdout."""
     from dnaembed.evaluate.clustering import evaluate_files
+    from dnaembed.io.clusters import write_clusters
     from dnaembed.io.sequences import read_sequences
     from dnaembed.io.tables import command_header
     from dnaembed.log import set_threads
     from dnaembed.model.checkpoint import load_model
-    from dnaembed.pipeline import cluster_reads, write_clusters
+    from dnaembed.pipeline import cluster_reads
 
     threads = set_threads(args.threads)
     load_before = os.getloadavg()[0]

@@ -115,11 +115,12 @@ def cluster(
     import time
 
     from dnaembed.errors import DnaembedError
+    from dnaembed.io.clusters import write_centers, write_clusters
     from dnaembed.io.sequences import read_sequences
     from dnaembed.io.tables import command_header
     from dnaembed.log import logger, set_threads
     from dnaembed.model.checkpoint import load_model, resolve_device
-    from dnaembed.pipeline import cluster_reads, write_centers, write_clusters
+    from dnaembed.pipeline import cluster_reads
 
     misplaced = [
         (name, only)

@@ -92,11 +92,12 @@ def run(
     from dnaembed.evaluate.clustering import format_scores as format_cluster_scores
     from dnaembed.evaluate.recovery import format_scores as format_recovery_scores
     from dnaembed.evaluate.recovery import recovery_scores
+    from dnaembed.io.clusters import write_clusters
     from dnaembed.io.sequences import read_sequences
     from dnaembed.io.tables import command_header
     from dnaembed.log import logger, set_threads
     from dnaembed.model.checkpoint import load_model, resolve_device
-    from dnaembed.pipeline import reads_to_strands, write_clusters
+    from dnaembed.pipeline import reads_to_strands
 
     out = Path(out_dir)
     workers = set_threads(threads)

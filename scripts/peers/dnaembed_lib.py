@@ -15,10 +15,11 @@ import sys
 
 def main(argv: list[str]) -> int:
     """Cluster ``argv[0]`` into ``argv[1]``."""
+    from dnaembed.io.clusters import write_clusters
     from dnaembed.io.sequences import read_sequences
     from dnaembed.log import configure
     from dnaembed.model.checkpoint import load_model
-    from dnaembed.pipeline import cluster_reads, write_clusters
+    from dnaembed.pipeline import cluster_reads
 
     reads_path, out_path = argv
     configure()

@@ -327,7 +327,7 @@ class Dnaembed(Tool):
             return True, version or "dnaembed"
         lib = subprocess.run(
             [sys.executable, "-c", "import dnaembed.pipeline as p; p.cluster_reads; "
-             "p.write_clusters; from dnaembed.model import load_model; load_model(None)"],
+             "from dnaembed.model.checkpoint import load_model; load_model(None)"],
             capture_output=True, text=True, env=_quiet_env(),
         )  # fmt: skip
         if lib.returncode != 0:
