@@ -1,4 +1,5 @@
-"""Errors that are the user's to fix; the CLI reports them as one line and exits 1."""
+"""Errors that are the user's to fix; the CLI reports them as one line and exits 1 (2 for
+usage errors)."""
 
 
 class DnaembedError(Exception):
@@ -7,3 +8,7 @@ class DnaembedError(Exception):
 
 class InputError(DnaembedError):
     """A problem with an input file: the message names the file, the record and the problem."""
+
+
+class UsageError(DnaembedError):
+    """A problem with the user's settings (options, config values): the CLI exits 2."""

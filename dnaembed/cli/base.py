@@ -16,7 +16,7 @@ import traceback
 import click
 
 from dnaembed import __version__
-from dnaembed.errors import DnaembedError
+from dnaembed.errors import DnaembedError, UsageError
 from dnaembed.log import configure
 
 #: Exit status when the reader of our stdout went away (128 + SIGPIPE), as shell tools do.
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
         if _state["verbose"]:
             traceback.print_exc()
         print(f"dnaembed: error: {e}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(2 if isinstance(e, UsageError) else 1)
     except MemoryError:
         print("dnaembed: error: out of memory (try a smaller batch or input)", file=sys.stderr)
         sys.exit(1)
