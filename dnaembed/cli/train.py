@@ -95,24 +95,14 @@ def train(
     config_path,
     out_dir,
     overrides,
-    steps,
     steps_scale,
-    label_workers,
-    batch_size,
-    lr,
-    loss,
     device,
-    precision,
     resume,
-    init,
     max_seconds,
-    comm_hook,
-    powersgd_rank,
-    bucket_cap_mb,
-    grad_accum,
     nproc,
     seed,
     threads,
+    **settings,
 ) -> None:
     """Train the encoder on pairs drawn from the channel (DDP under torchrun).
 
@@ -123,20 +113,10 @@ def train(
     from dnaembed.train.ddp.context import is_main_rank, local_share_of_cores
     from dnaembed.train.stages import load_recipe
 
-    flags = {
-        "train.steps": steps,
-        "train.batch_size": batch_size,
-        "train.lr": lr,
-        "train.loss": loss,
-        "train.precision": precision,
-        "train.init": init,
-        "train.label_workers": label_workers,
-        "distributed.comm_hook": comm_hook,
-        "distributed.powersgd_rank": powersgd_rank,
-        "distributed.bucket_cap_mb": bucket_cap_mb,
-        "distributed.grad_accum": grad_accum,
-        "seed": seed or None,
-    }
+    # The options named after a config key (--steps: train.steps, --comm-hook:
+    # distributed.comm_hook); the loader names the option in its errors.
+    flags = {f"{_DISTRIBUTED.get(k, 'train')}.{k}": v for k, v in settings.items()}
+    flags["seed"] = seed or None
     recipe = load_recipe(config_path, list(overrides), flags, steps_scale)
     if nproc and nproc > 1:
         from dnaembed.train.ddp.launch import launch_local
@@ -153,6 +133,11 @@ def train(
                           max_seconds=max_seconds)
     if is_main_rank():
         echo_result(f"{_scores(result.best)}; checkpoints in {out_dir}")
+
+
+#: Options that set a [distributed] key; the other key-named options set [train] keys.
+_DISTRIBUTED = {"comm_hook": "distributed", "powersgd_rank": "distributed",
+                "bucket_cap_mb": "distributed", "grad_accum": "distributed"}
 
 
 def _scores(best: dict) -> str:

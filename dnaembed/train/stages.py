@@ -27,6 +27,7 @@ stages is a recipe of one stage, run straight into the run directory.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,8 @@ _STAGE_KEYS = ("name", "steps", "init", "resume", *SECTIONS)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 #: Settings a stage decides for itself: the command line may not set them for every stage.
 _PER_STAGE = {"train.steps": "steps", "train.init": "init"}
+#: At most about this many validations in a stage whose steps --steps-scale cut down.
+_SCALED_VALIDATIONS = 10
 
 
 @dataclass(frozen=True)
@@ -182,8 +185,10 @@ def _stage(base: Layers, table: dict, index: int, changes: list[Override],
 def _scaled(config: TrainConfig, factor: float, after: int) -> TrainConfig:
     """``config`` with steps, warm-up and validation interval times ``factor``.
 
-    Each stays at least 1 (a warm-up of 0 stays 0); a stage resuming at step
-    ``after`` keeps at least one step of its own."""
+    Each stays at least 1 (a warm-up of 0 stays 0); a stage resuming at step ``after``
+    keeps at least one step of its own. A scaled-down stage validates at most about
+    ``_SCALED_VALIDATIONS`` times: at a few steps, validating every step would cost more
+    than the training."""
     if factor == 1.0:
         return config
     cfg = config.train
@@ -191,10 +196,12 @@ def _scaled(config: TrainConfig, factor: float, after: int) -> TrainConfig:
     def scaled(n: int) -> int:
         return max(1, round(n * factor))
 
+    steps = max(scaled(cfg.steps), after + 1)
+    own = steps - after
     train = dataclasses.replace(
         cfg,
-        steps=max(scaled(cfg.steps), after + 1) if after else scaled(cfg.steps),
+        steps=steps,
         warmup_steps=scaled(cfg.warmup_steps) if cfg.warmup_steps else 0,
-        val_every=scaled(cfg.val_every),
+        val_every=max(scaled(cfg.val_every), math.ceil(own / _SCALED_VALIDATIONS)),
     )
     return dataclasses.replace(config, train=train)
