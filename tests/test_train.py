@@ -219,9 +219,8 @@ def test_default_recipe_runs_every_stage_end_to_end(tmp_path):
     assert card["steps_scale"] == 0.00025 and card["data"]["pairs"]["group_size"] == 8
     assert card["metrics"] == model.metrics
     assert card["sha256"] in (out / "model-card.md").read_text()
-    # Rerun with another plan: refused, nothing changed.
-    proc = run_cli(*args[:-len(TOY_RECIPE) * 2], *args[-len(TOY_RECIPE) * 2:],
-                   "--steps-scale", "0.0005")
+    # Rerun with another plan (the last --steps-scale counts): refused.
+    proc = run_cli(*args, "--steps-scale", "0.0005")
     assert_clean_error(proc, f"{out} holds a run of another recipe (stage 1 steps: 6 there, "
                              "12 here)", code=2)
 
