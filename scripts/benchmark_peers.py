@@ -6,9 +6,10 @@ simulator, or the real ldpc-exp7 set), run ``dnaembed cluster READS -o clusters.
 (defaults) and every installed peer with the settings a careful user would give it
 (see ``scripts/peers/tools.py``: vsearch ``--cluster_fast``, CD-HIT-EST, MMseqs2
 ``easy-linclust``, Clover, Starcode), each under ``/usr/bin/time -v`` with a time limit,
-convert each output to ``read_id<TAB>cluster_id`` (reads a tool dropped become
-singletons), score it with ``dnaembed evaluate --json`` (or the same library function
-until that command exists) and print one Markdown table per set. Results also go to
+score each tool's own output with ``dnaembed evaluate OUTPUT --format uc|clstr|mmseqs|
+starcode|tsv --json`` (Clover's, which no library format reads, converted to
+``read_id<TAB>cluster_id`` first; reads a tool dropped count as singletons) and print
+one Markdown table per set. Results also go to
 ``bench-out/peers.json`` and ``bench-out/peers.md``; each run's files to
 ``bench-out/peers-runs/SET/TOOL-K/``.
 
@@ -43,6 +44,8 @@ from peers.measure import has_gnu_time, run_measured
 from peers.report import evaluate_cli_available, markdown_table, score
 from peers.setup import install_peers
 from peers.tools import DEFAULT_PEERS_VENV, TOOL_NAMES, Tool, all_tools
+
+from dnaembed.errors import DnaembedError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,9 +125,7 @@ def bundled_model_digest() -> str | None:
         return None
 
 
-def run_one(
-    tool: Tool, k: int, setting, ds: DataSet, truth: dict[str, str], args, use_cli: bool
-) -> dict:
+def run_one(tool: Tool, k: int, setting, ds: DataSet, args, use_cli: bool) -> dict:
     """Run one tool with one setting on one set; convert, score; a JSON-able record."""
     record: dict[str, object] = {
         "tool": tool.name,
@@ -166,7 +167,7 @@ def run_one(
     try:
         mapping = tool.parse(setting, ds, workdir)
         filled, dropped = complete(mapping, ds.ids)
-    except (OSError, ValueError, SyntaxError) as e:
+    except (OSError, ValueError, SyntaxError, DnaembedError) as e:
         record["status"] = "failed"
         record["log_tail"] = f"could not read its output: {e}"
         print(f"    could not read its output: {e}", file=sys.stderr)
@@ -177,7 +178,12 @@ def run_one(
     clusters = workdir / "clusters.read_cluster.tsv"
     write_cluster_tsv(filled, clusters)
     record["clusters_tsv"] = str(clusters)
-    record["scores"] = score(clusters, ds.truth, truth, use_cli)
+    # The tool's own output, read by `dnaembed evaluate --format` (Clover's: the TSV).
+    fmt = tool.output_format
+    scored = workdir / tool.output_file if fmt else clusters
+    record["scored_file"] = str(scored)
+    record["scores"] = score(scored, ds.truth, use_cli, fmt=fmt or "tsv",
+                             reads=ds.reads if fmt == "starcode" else None)
     record["status"] = "ok"
     s = record["scores"]
     print(
@@ -207,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     use_cli = evaluate_cli_available()
     print(
         "scoring with "
-        + ("`dnaembed evaluate --json`" if use_cli else "dnaembed.evaluate.clustering"),
+        + ("`dnaembed evaluate --format`" if use_cli else "dnaembed.evaluate.clustering"),
         file=sys.stderr,
     )
     report: dict[str, object] = {
@@ -222,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
             "timeout_s": args.timeout,
         },
         "tools": {n: {"available": ok, "version": v} for n, (ok, v) in installed.items()},
-        "scored_by": "dnaembed evaluate --json" if use_cli else "dnaembed.evaluate.clustering",
+        "scored_by": "dnaembed evaluate --format FMT --json" if use_cli
+        else "dnaembed.evaluate.clustering.evaluate_files",
         "sets": [],
     }
     json_path, md_path = args.out / "peers.json", args.out / "peers.md"
@@ -238,7 +245,6 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             regenerate=args.regenerate,
         )
-        truth = ds.truth_map()
         set_record = {
             "name": name,
             "description": ds.spec.description,
@@ -258,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                 )  # fmt: skip
                 continue
             for k, setting in enumerate(settings):
-                set_record["runs"].append(run_one(tool, k, setting, ds, truth, args, use_cli))
+                set_record["runs"].append(run_one(tool, k, setting, ds, args, use_cli))
                 json_path.write_text(json.dumps(report, indent=1) + "\n")
         table = markdown_table(set_record)
         tables.append(table)

@@ -69,14 +69,14 @@ def test_cluster_then_evaluate(sim, tmp_path):
 
 
 def test_cluster_methods_and_options(sim, tmp_path):
-    for method, extra in (("kmeans", ["--k", "30"]), ("dbscan", ["--eps", "30"])):
+    for method, extra in (("kmeans", ["-k", "30"]), ("dbscan", ["--eps", "30"])):
         out = tmp_path / f"{method}.tsv"
         run_cli("cluster", str(sim / "s.fastq.gz"), "--method", method, *extra,
                 "--strand", "plus", "-o", str(out), check=True)
         rows = read_clusters(out)
         assert all(len(r) == 2 for r in rows)  # no orientation column with --strand plus
-    proc = run_cli("cluster", str(sim / "s.fastq.gz"), "--max-dist", "20", "--no-orientation",
-                   "-q", check=True)
+    proc = run_cli("cluster", str(sim / "s.fastq.gz"), "--max-dist", "20",
+                   "--no-orientation-column", "-q", check=True)
     body = [line for line in proc.stdout.decode().splitlines() if not line.startswith("#")]
     assert body and all(len(line.split("\t")) == 2 for line in body)
     assert "max_dist=20" in proc.stdout.decode().splitlines()[0]
