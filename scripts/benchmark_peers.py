@@ -163,6 +163,21 @@ def run_one(tool: Tool, k: int, setting, ds: DataSet, args, use_cli: bool) -> di
         record["log_tail"] = m.log_tail
         print(f"    failed (exit {m.returncode}):\n{m.log_tail}", file=sys.stderr)
         return record
+    score_output(tool, setting, ds, workdir, record, use_cli)
+    if record["status"] == "ok":
+        s = record["scores"]
+        print(
+            f"    A_0.9 {s['A_0.9']:.3f}  ARI {s['ARI']:.3f}  {m.wall_s:.1f} s  "
+            f"{m.peak_rss_mib or 0:.0f} MiB",
+            file=sys.stderr,
+            flush=True,
+        )
+    return record
+
+
+def score_output(tool: Tool, setting, ds: DataSet, workdir: Path, record: dict,
+                 use_cli: bool) -> None:
+    """Read a finished run's output and score it; fills ``record`` (status, scores, notes)."""
     ds.load()
     try:
         mapping = tool.parse(setting, ds, workdir)
@@ -171,7 +186,7 @@ def run_one(tool: Tool, k: int, setting, ds: DataSet, args, use_cli: bool) -> di
         record["status"] = "failed"
         record["log_tail"] = f"could not read its output: {e}"
         print(f"    could not read its output: {e}", file=sys.stderr)
-        return record
+        return
     if dropped:
         record["notes"].append(f"{dropped:,} reads left out by the tool (scored as singletons)")
     record["dropped_reads"] = dropped
@@ -185,14 +200,40 @@ def run_one(tool: Tool, k: int, setting, ds: DataSet, args, use_cli: bool) -> di
     record["scores"] = score(scored, ds.truth, use_cli, fmt=fmt or "tsv",
                              reads=ds.reads if fmt == "starcode" else None)
     record["status"] = "ok"
-    s = record["scores"]
-    print(
-        f"    A_0.9 {s['A_0.9']:.3f}  ARI {s['ARI']:.3f}  {m.wall_s:.1f} s  "
-        f"{m.peak_rss_mib or 0:.0f} MiB",
-        file=sys.stderr,
-        flush=True,
-    )
-    return record
+
+
+def report_header(args, installed: dict[str, tuple[bool, str]], use_cli: bool) -> dict:
+    """The JSON record's head: machine, options, tools; its sets are added as they run."""
+    return {
+        "machine": machine(),
+        "options": {
+            "sets": args.sets,
+            "strands": args.strands,
+            "real_designs": args.real_designs,
+            "coverage": args.coverage,
+            "reverse_fraction": args.reverse_fraction,
+            "seed": args.seed,
+            "timeout_s": args.timeout,
+        },
+        "tools": {n: {"available": ok, "version": v} for n, (ok, v) in installed.items()},
+        "scored_by": "dnaembed evaluate --format FMT --json" if use_cli
+        else "dnaembed.evaluate.clustering.evaluate_files",
+        "sets": [],
+    }
+
+
+def run_tool(tool: Tool, installed: tuple[bool, str], ds: DataSet, args, use_cli: bool):
+    """Each run record of ``tool`` on ``ds`` (one per setting), as it finishes."""
+    ok, why = installed
+    settings = tool.settings(ds)
+    if args.primary_only:
+        settings = settings[:1]
+    if not ok:
+        yield {"tool": tool.name, "settings": settings[0].label, "status": "not installed",
+               "notes": [why]}
+        return
+    for k, setting in enumerate(settings):
+        yield run_one(tool, k, setting, ds, args, use_cli)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,22 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         + ("`dnaembed evaluate --format`" if use_cli else "dnaembed.evaluate.clustering"),
         file=sys.stderr,
     )
-    report: dict[str, object] = {
-        "machine": machine(),
-        "options": {
-            "sets": args.sets,
-            "strands": args.strands,
-            "real_designs": args.real_designs,
-            "coverage": args.coverage,
-            "reverse_fraction": args.reverse_fraction,
-            "seed": args.seed,
-            "timeout_s": args.timeout,
-        },
-        "tools": {n: {"available": ok, "version": v} for n, (ok, v) in installed.items()},
-        "scored_by": "dnaembed evaluate --format FMT --json" if use_cli
-        else "dnaembed.evaluate.clustering.evaluate_files",
-        "sets": [],
-    }
+    report = report_header(args, installed, use_cli)
     json_path, md_path = args.out / "peers.json", args.out / "peers.md"
     tables: list[str] = []
     for name in args.sets:
@@ -253,18 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         report["sets"].append(set_record)
         for tool in tools:
-            ok, why = installed[tool.name]
-            settings = tool.settings(ds)
-            if args.primary_only:
-                settings = settings[:1]
-            if not ok:
-                set_record["runs"].append(
-                    {"tool": tool.name, "settings": settings[0].label, "status": "not installed",
-                     "notes": [why]}
-                )  # fmt: skip
-                continue
-            for k, setting in enumerate(settings):
-                set_record["runs"].append(run_one(tool, k, setting, ds, args, use_cli))
+            for run in run_tool(tool, installed[tool.name], ds, args, use_cli):
+                set_record["runs"].append(run)
                 json_path.write_text(json.dumps(report, indent=1) + "\n")
         table = markdown_table(set_record)
         tables.append(table)

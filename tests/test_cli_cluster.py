@@ -5,13 +5,11 @@ import os
 
 import numpy as np
 import pytest
-from conftest import assert_clean_error, run_cli
+from conftest import assert_clean_error, run_cli, train_tiny_model
 
 from dnaembed.io.sequences import read_sequences
 from dnaembed.model.checkpoint import load_model
 from dnaembed.model.inference import embed_sequences
-from dnaembed.train.config import load_config
-from dnaembed.train.loop import train
 
 
 @pytest.fixture(scope="module")
@@ -27,15 +25,7 @@ def sim(tmp_path_factory):
 @pytest.fixture(scope="module")
 def short_window_model(tmp_path_factory):
     """A really trained (tiny, briefly) model whose window (64) is shorter than the reads."""
-    d = tmp_path_factory.mktemp("model")
-    config = load_config(None, [
-        "model.window=64", "model.channels=[8,8,8]", "model.embedding_dim=16",
-        "pairs.length_min=40", "pairs.length_max=64", "pairs.primer_length_min=8",
-        "pairs.primer_length_max=12", "pairs.truncate_max=10", "train.batch_size=32",
-        "train.steps=30", "train.val_every=30", "train.val_pairs=64", "train.warmup_steps=5",
-        "train.prefetch=0",
-    ])
-    train(config, d, device="cpu")
+    d = train_tiny_model(tmp_path_factory.mktemp("model"))
     return d / "best.pt"
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import assert_clean_error, run_cli
+from conftest import assert_clean_error, run_cli, train_tiny_model
 
 from dnaembed.model.checkpoint import load_model, weights_digest
 from dnaembed.report.plots import (
@@ -30,17 +30,7 @@ def done(tmp_path_factory):
     run_cli("run", str(d / "s.fastq.gz"), "-o", str(d / "out"), "--json",
             str(d / "out" / "summary.json"), "--plot", str(d / "plots"), "--truth",
             str(d / "s.truth.tsv"), "--seed", "3", "-q", check=True)
-    from dnaembed.train.config import load_config
-    from dnaembed.train.loop import train
-
-    config = load_config(None, [
-        "model.window=64", "model.channels=[8,8,8]", "model.embedding_dim=16",
-        "pairs.length_min=40", "pairs.length_max=64", "pairs.primer_length_min=8",
-        "pairs.primer_length_max=12", "pairs.truncate_max=10", "train.batch_size=16",
-        "train.steps=12", "train.val_every=4", "train.val_pairs=32", "train.warmup_steps=2",
-        "train.prefetch=0",
-    ])
-    train(config, d / "train", device="cpu")
+    train_tiny_model(d / "train", steps=12, val_every=4)
     return d
 
 
