@@ -20,8 +20,8 @@
   ``centroid<TAB>count[<TAB>sequences]<TAB>numbers`` where the numbers are the
   members' 1-based lines in the input, mapped to read ids in input order.
 
-The identities and alignments are the exact (unit-cost, global) alignment of each
-member, in its orientation, against its cluster's representative (edlib).
+The identities and alignments are an optimal unit-cost global alignment of each
+member, in its orientation, against its cluster's representative (rapidfuzz).
 
 Each reader takes the lines of the tool's output and returns ``read_id ->
 cluster label`` (labels are the tool's: a number or a centroid's id; only
@@ -31,7 +31,6 @@ equality matters). Problems are errors naming the file and the line.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
@@ -69,53 +68,47 @@ def _members(result: Clustering) -> list[list[int]]:
     return out
 
 
-def _ops(edlib_cigar: str) -> list[tuple[int, str]]:
-    return [(int(n), op) for n, op in re.findall(r"(\d+)([=XID])", edlib_cigar)]
-
-
 def _run(count: int, letter: str) -> str:
     return f"{count if count > 1 else ''}{letter}"
 
 
-def _vsearch_cigar(ops: list[tuple[int, str]]) -> str:
-    """edlib's extended CIGAR operations (query vs target) in vsearch's letters, runs merged."""
+def _columns(query: str, target: str) -> list[tuple[int, str, int]]:
+    """The alignment's runs: (length, vsearch letter, matching bases in the run)."""
+    from rapidfuzz.distance import Levenshtein
+
     runs: list[list] = []
-    for count, op in ops:
-        # edlib: I = a query base, D = a target base; vsearch calls them D and I.
-        letter = {"=": "M", "X": "M", "I": "D", "D": "I"}[op]
+    for tag, q0, q1, t0, t1 in Levenshtein.opcodes(query, target):
+        # rapidfuzz edits the query into the target: 'delete' drops a query base (vsearch
+        # D: a base the centroid lacks), 'insert' adds a target base (vsearch I).
+        letter = {"equal": "M", "replace": "M", "delete": "D", "insert": "I"}[tag]
+        length = q1 - q0 if letter != "I" else t1 - t0
+        matches = length if tag == "equal" else 0
         if runs and runs[-1][1] == letter:
-            runs[-1][0] += count
+            runs[-1][0] += length
+            runs[-1][2] += matches
         else:
-            runs.append([count, letter])
-    return "".join(_run(n, letter) for n, letter in runs)
-
-
-def _identities(ops: list[tuple[int, str]], query_length: int, target_length: int
-                ) -> tuple[float, float]:
-    """(vsearch --iddef 2, CD-HIT) identity in percent of one alignment."""
-    matches = sum(n for n, op in ops if op == "=")
-    columns = sum(n for n, _ in ops)
-    # Terminal gaps do not count (vsearch's default identity definition).
-    if ops and ops[0][1] in "ID":
-        columns -= ops[0][0]
-    if len(ops) > 1 and ops[-1][1] in "ID":
-        columns -= ops[-1][0]
-    vsearch = 100.0 * matches / columns if columns > 0 else 0.0
-    shorter = min(query_length, target_length)
-    cdhit = 100.0 * matches / shorter if shorter > 0 else 0.0
-    return vsearch, cdhit
+            runs.append([length, letter, matches])
+    return [(n, letter, m) for n, letter, m in runs]
 
 
 def _alignment(query: str, target: str) -> tuple[str, float, float]:
-    """(vsearch CIGAR, vsearch identity, CD-HIT identity) of query against target."""
-    import edlib
+    """(vsearch CIGAR, vsearch identity, CD-HIT identity) of an optimal global alignment.
 
+    vsearch's identity (``--iddef 2``) is the matching columns over the columns without
+    the terminal gaps; CD-HIT's, the matching bases over the shorter sequence.
+    """
     if query == target:
         return "=", 100.0, 100.0
-    if not query or not target:  # an empty read (a singleton, but a caller may ask)
-        return _run(len(query), "D") if query else _run(len(target), "I"), 0.0, 0.0
-    ops = _ops(edlib.align(query, target, mode="NW", task="path")["cigar"])
-    return _vsearch_cigar(ops), *_identities(ops, len(query), len(target))
+    runs = _columns(query, target)
+    matches = sum(m for _, _, m in runs)
+    columns = sum(n for n, _, _ in runs)
+    for end in {0, len(runs) - 1} if runs else ():
+        if runs[end][1] != "M":
+            columns -= runs[end][0]
+    shorter = min(len(query), len(target))
+    vsearch = 100.0 * matches / columns if columns > 0 else 0.0
+    cdhit = 100.0 * matches / shorter if shorter > 0 else 0.0
+    return "".join(_run(n, letter) for n, letter, _ in runs), vsearch, cdhit
 
 
 def _hits(ids, seqs, result: Clustering) -> Iterable[tuple[int, list[tuple]]]:
