@@ -268,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         json_path.write_text(json.dumps(report, indent=1) + "\n")
         md_path.write_text("\n".join(tables))
     print(f"wrote {json_path} and {md_path}", file=sys.stderr)
-    finish(args.write_docs, "\n\n".join(tables))
+    finish(args.write_docs, "How the peers are run and what the columns mean: "
+           "[peers.md](peers.md).\n\n" + "\n\n".join(tables))
     return 0
 
 
