@@ -65,9 +65,12 @@ class Alignments:
     infix: np.ndarray
     #: Edit distance of each read to the estimate (over its span).
     n_ops: np.ndarray
-    #: Every read's edits in turn (``n_ops`` each), as python-Levenshtein's
-    #: ``(tag, estimate position from the span's start, read position)``.
-    ops: list
+    #: Every read's edits in turn (``n_ops`` each): the first letter of the edit's
+    #: tag (r(eplace), d(elete), i(nsert)), the estimate position from the read's
+    #: span start, and the read position (python-Levenshtein's editops).
+    op_tag: np.ndarray
+    op_est: np.ndarray
+    op_read_pos: np.ndarray
 
 
 def align_reads(
@@ -98,7 +101,18 @@ def align_reads(
             span_end[k] = length - 1
         n_ops[k] = len(found)
         ops.extend(found)
-    return Alignments(estimates, read_idx, read_cl, span_start, span_end, infix, n_ops, ops)
+    return Alignments(
+        estimates, read_idx, read_cl, span_start, span_end, infix, n_ops, *_edit_columns(ops)
+    )
+
+
+def _edit_columns(ops: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """python-Levenshtein's editops as arrays: tag letter code, estimate and read positions."""
+    if not ops:
+        return np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    tags, sp, dp = zip(*ops)
+    tag = np.array(tags).view(np.uint32).reshape(len(tags), -1)[:, 0]
+    return tag, np.asarray(sp, dtype=np.int64), np.asarray(dp, dtype=np.int64)
 
 
 def clip_alignment(ops: list, length: int, penalty: int = 3) -> tuple[int, int, list]:

@@ -151,7 +151,7 @@ def count_votes(alignments: Alignments, seqs: list[str], quals: list[str] | None
     run_key, run_step = empty, empty
     subs = other_ins = np.zeros(n_active, dtype=np.int64)
     qual_err = None if quals is None else np.zeros((n_active, MAX_QUAL + 1), np.int64)
-    if al.ops:
+    if len(al.op_tag):
         edits = _edit_arrays(al, voting, seqs)
         if quals is not None:
             qual_err = _error_qualities(al, edits, quals)
@@ -222,13 +222,9 @@ def homopolymer_runs(est: Estimates) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def _edit_arrays(al: Alignments, voting: np.ndarray, seqs: list[str]) -> _Edits:
     """The edits of the voting reads, their positions moved to the estimate's coordinates."""
-    tags, sp, dp = zip(*al.ops)
-    tag = np.array(tags).view(np.uint32).reshape(len(tags), -1)[:, 0]
-    sp = np.asarray(sp, dtype=np.int64)
-    dp = np.asarray(dp, dtype=np.int64)
     op_read = np.repeat(np.arange(len(al.read_idx)), al.n_ops)
     keep = voting[op_read]
-    tag, sp, dp, op_read = tag[keep], sp[keep], dp[keep], op_read[keep]
+    tag, sp, dp, op_read = al.op_tag[keep], al.op_est[keep], al.op_read_pos[keep], op_read[keep]
     sp += al.span_start[op_read]
     read_codes = read_values(seqs, al.read_idx[op_read], dp, encode_flat)
     return _Edits(tag, sp, dp, op_read, al.read_cl[op_read], read_codes)
