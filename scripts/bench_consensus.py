@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from benchlib import REAL_READS, REAL_REFS, REAL_TRUTH, add_write_docs, finish
 
-from dnaembed.consensus.engine import consensus_strands
+from dnaembed.consensus import consensus_strands
 from dnaembed.evaluate.recovery import match_references, recovery_scores
 from dnaembed.io.sequences import ReadSet, read_sequences
 from dnaembed.io.tables import read_cluster_table, read_table

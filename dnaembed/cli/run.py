@@ -87,7 +87,7 @@ def run(
     id, with its size and confidence) and OUT/strands.tsv (per-strand report).
     With --truth and --refs, prints the clustering and recovery scores too.
     """
-    from dnaembed.consensus.engine import write_strand_report, write_strands
+    from dnaembed.consensus import write_strand_report, write_strands
     from dnaembed.evaluate.clustering import evaluate_files, read_truth
     from dnaembed.evaluate.clustering import format_scores as format_cluster_scores
     from dnaembed.evaluate.recovery import format_scores as format_recovery_scores
