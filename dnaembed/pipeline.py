@@ -18,7 +18,7 @@ import numpy as np
 from dnaembed.cluster import Clusterer, make_clusterer
 from dnaembed.cluster.dedupe import unique_reads
 from dnaembed.cluster.result import ClusterResult
-from dnaembed.consensus.engine import ConsensusStrand
+from dnaembed.consensus import ConsensusStrand
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
 from dnaembed.io.sequences import ReadSet
@@ -144,7 +144,7 @@ def reads_to_strands(
     takes the reads of a cluster in that orientation, so no orientation is inferred twice.
     The strands come in cluster id order.
     """
-    from dnaembed.consensus.engine import consensus_strands
+    from dnaembed.consensus import consensus_strands
 
     result = cluster_reads(
         reads.seqs, model, strand=strand, params={**(params or {}), "seed": seed,

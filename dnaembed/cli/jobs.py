@@ -111,7 +111,7 @@ def consensus_job(reads: str, clusters: str, *, outputs: Mapping[str, str | None
                   plot_dir: str | None, orientation: str, options: Mapping[str, object],
                   seed: int, threads: int) -> tuple[int, list]:
     """`dnaembed consensus`: one strand per cluster; (number of reads, the strands)."""
-    from dnaembed.consensus.engine import consensus_strands, write_strand_report, write_strands
+    from dnaembed.consensus import consensus_strands, write_strand_report, write_strands
     from dnaembed.io.sequences import describe_path, read_sequences
     from dnaembed.io.tables import cluster_id_key, command_header, read_cluster_table
     from dnaembed.report.summary import command_summary, size_histogram
@@ -169,7 +169,7 @@ def run_job(reads: str, out_dir: str, *, json_path: str | None, plot_dir: str | 
             max_dist: int | None, expected_length: int | None, min_size: int, device: str,
             batch_size: int | None, precision: str, seed: int, threads: int) -> dict:
     """`dnaembed run`: reads in, clusters and strands out (scored when given a truth); summary."""
-    from dnaembed.consensus.engine import write_strand_report, write_strands
+    from dnaembed.consensus import write_strand_report, write_strands
     from dnaembed.evaluate.clustering import read_truth
     from dnaembed.io.clusters import write_clusters
     from dnaembed.io.sequences import read_sequences
