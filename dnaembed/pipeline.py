@@ -142,6 +142,7 @@ def reads_to_strands(
     The clustering (graph method, ``params`` as in :func:`cluster_reads`) gives
     each read's orientation; the consensus (:func:`dnaembed.consensus.consensus_strands`)
     takes the reads of a cluster in that orientation, so no orientation is inferred twice.
+    The strands come in cluster id order.
     """
     from dnaembed.consensus import consensus_strands
 
@@ -157,4 +158,5 @@ def reads_to_strands(
         seed=seed, threads=threads,
     )
     result.timings["consensus"] = time.perf_counter() - start
+    strands.sort(key=lambda s: int(s.cluster_id))  # in cluster id order, as clusters.tsv
     return result, strands

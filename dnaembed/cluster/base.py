@@ -350,6 +350,8 @@ class Clusterer:
         full = shorter >= FULL_LENGTH_FRACTION * data.median_length
         use = full if full.sum() >= 100 else np.ones(len(dist), dtype=bool)
         est = estimate_threshold(dist[use], data.median_length)
+        # The sampled distances behind the cut, for the summary and its plot.
+        self.stats_["distance_histogram"] = np.bincount(dist[use])
         if user_value is not None:
             est = Threshold(int(user_value), "user", est.same_peak, est.unrelated_peak,
                             est.pairs, est.reference_length)
