@@ -64,6 +64,12 @@ from dnaembed.cluster.search import PROJECTED_DIM
               help="dbscan: radius in edits (default: the data-derived threshold).")
 @click.option("--min-samples", type=constrained(DbscanClusterer, "min_samples"),
               help="dbscan: reads within eps that make a core read [default: 3].")
+@click.option("--min-cluster-size", type=constrained(DbscanClusterer, "min_cluster_size"),
+              help="dbscan: smallest part a cluster is split into where it is two dense groups "
+              "joined by a few reads [default: 5].")
+@click.option("--refine", is_flag=True, default=None,
+              help="kmeans: exact-distance refinement of the final assignment (reads over the "
+              "threshold from their cluster's representative move or start a cluster).")
 @click.option("--rescue/--no-rescue", default=True, show_default=True,
               help="Second chance for truncated reads and reads left alone.")
 @click.option(
@@ -96,6 +102,8 @@ def cluster(
     n_clusters: int | None,
     eps: float | None,
     min_samples: int | None,
+    min_cluster_size: int | None,
+    refine: bool | None,
     rescue: bool,
     index: str,
     index_dim: int,
@@ -129,6 +137,8 @@ def cluster(
             ("--k", n_clusters, "kmeans"),
             ("--eps", eps, "dbscan"),
             ("--min-samples", min_samples, "dbscan"),
+            ("--min-cluster-size", min_cluster_size, "dbscan"),
+            ("--refine", refine, "kmeans"),
         )
         if value is not None and method != only
     ]
@@ -149,8 +159,8 @@ def cluster(
     seconds_read = time.perf_counter() - start - seconds_load
     params = {
         "graph": {"max_dist": max_dist},
-        "kmeans": {"n_clusters": n_clusters},
-        "dbscan": {"eps": eps, "min_samples": min_samples},
+        "kmeans": {"n_clusters": n_clusters, "refine": refine},
+        "dbscan": {"eps": eps, "min_samples": min_samples, "min_cluster_size": min_cluster_size},
     }[method]
     params.update(
         neighbours=neighbours, rescue=rescue, index=index, index_dim=index_dim, threads=workers,
