@@ -20,7 +20,9 @@ from dnaembed.io.formats import WRITE_FORMATS
 
 #: Options that only one method takes.
 METHOD_ONLY = {"max_dist": ("--max-dist", "graph"), "n_clusters": ("-k/--k", "kmeans"),
-               "eps": ("--eps", "dbscan"), "min_samples": ("--min-samples", "dbscan")}
+               "eps": ("--eps", "dbscan"), "min_samples": ("--min-samples", "dbscan"),
+               "min_cluster_size": ("--min-cluster-size", "dbscan"),
+               "refine": ("--refine", "kmeans")}
 
 
 @cli.command()
@@ -64,6 +66,12 @@ METHOD_ONLY = {"max_dist": ("--max-dist", "graph"), "n_clusters": ("-k/--k", "km
               help="dbscan: radius in edits (default: the data-derived threshold).")
 @click.option("--min-samples", type=constrained(DbscanClusterer, "min_samples"),
               help="dbscan: reads within eps that make a core read [default: 3].")
+@click.option("--min-cluster-size", type=constrained(DbscanClusterer, "min_cluster_size"),
+              help="dbscan: smallest part a cluster is split into where it is two dense groups "
+              "joined by a few reads [default: 5].")
+@click.option("--refine", is_flag=True, default=None,
+              help="kmeans: exact-distance refinement of the final assignment (reads over the "
+              "threshold from their cluster's representative move or start a cluster).")
 @click.option("--rescue/--no-rescue", default=True, show_default=True,
               help="Second chance for truncated reads and reads left alone.")
 @click.option(

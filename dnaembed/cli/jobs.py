@@ -15,8 +15,8 @@ from dnaembed.io.atomic import OutputSet
 from dnaembed.log import Timings, logger
 
 #: Per method, the options that its estimator takes (the others are left out).
-METHOD_PARAMS = {"graph": ("max_dist",), "kmeans": ("n_clusters",),
-                 "dbscan": ("eps", "min_samples")}
+METHOD_PARAMS = {"graph": ("max_dist",), "kmeans": ("n_clusters", "refine"),
+                 "dbscan": ("eps", "min_samples", "min_cluster_size")}
 SHARED_PARAMS = ("neighbours", "rescue", "index", "index_dim")
 
 
