@@ -1,5 +1,4 @@
-"""Errors that are the user's to fix; the CLI reports them as one line and exits 1 (2 for
-usage errors)."""
+"""Errors that are the user's to fix; the CLI reports them as one line and exits 1 (2 for usage)."""
 
 
 class DnaembedError(Exception):
@@ -11,4 +10,4 @@ class InputError(DnaembedError):
 
 
 class UsageError(DnaembedError):
-    """A problem with the user's settings (options, config values): the CLI exits 2."""
+    """Options that cannot work together (an output that is an input, say): exit status 2."""

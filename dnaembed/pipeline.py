@@ -18,7 +18,7 @@ import numpy as np
 from dnaembed.cluster import Clusterer, make_clusterer
 from dnaembed.cluster.dedupe import unique_reads
 from dnaembed.cluster.result import ClusterResult
-from dnaembed.consensus.engine import ConsensusStrand
+from dnaembed.consensus import ConsensusStrand
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
 from dnaembed.io.sequences import ReadSet
@@ -142,8 +142,9 @@ def reads_to_strands(
     The clustering (graph method, ``params`` as in :func:`cluster_reads`) gives
     each read's orientation; the consensus (:func:`dnaembed.consensus.consensus_strands`)
     takes the reads of a cluster in that orientation, so no orientation is inferred twice.
+    The strands come in cluster id order.
     """
-    from dnaembed.consensus.engine import consensus_strands
+    from dnaembed.consensus import consensus_strands
 
     result = cluster_reads(
         reads.seqs, model, strand=strand, params={**(params or {}), "seed": seed,
@@ -157,4 +158,5 @@ def reads_to_strands(
         seed=seed, threads=threads,
     )
     result.timings["consensus"] = time.perf_counter() - start
+    strands.sort(key=lambda s: int(s.cluster_id))  # in cluster id order, as clusters.tsv
     return result, strands

@@ -13,7 +13,7 @@ Two tables:
   by N worker processes.
 
     python scripts/bench_train.py [--steps 30] [--repeats 3] [--stages 1,3]
-        [--workers 0,1] [--sampler-workers 0,1,2] [--threads 2] [--write-docs]
+        [--workers 0,1] [--sampler-workers 0,1,2] [--threads 2] [--write-docs [TITLE]]
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def main() -> None:
     parser.add_argument("--sampler-workers", type=_ints, default=[0, 1, 2])
     parser.add_argument("--sampler-batches", type=int, default=20)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
-    parser.add_argument("--write-docs", action="store_true", help="write docs/benchmarks.md")
+    benchlib.add_write_docs(parser, TITLE)
     args = parser.parse_args()
     configure(quiet=True)
     threads = set_threads(args.threads or None)
@@ -127,9 +127,7 @@ def main() -> None:
         f"{steps}\n\nThe pair sampler alone (stage 1's pairs, {args.sampler_batches} batches "
         f"of 512 sequences after the first, median of {args.repeats}):\n\n{sampler}\n"
     )
-    if args.write_docs:
-        benchlib.write_section(TITLE, body)
-        print(f"written to {benchlib.BENCHMARKS_MD}")
+    benchlib.finish(args.write_docs, body)
 
 
 if __name__ == "__main__":
