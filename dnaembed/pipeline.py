@@ -9,7 +9,7 @@ executor runs (in this process, or on Dask: :mod:`dnaembed.execute`).
 one of the estimators of :mod:`dnaembed.cluster`. Both expand the result back
 to every input read (its output files: :mod:`dnaembed.io.clusters`). Empty
 reads are never clustered: each is a singleton.
-:func:`reads_to_strands` adds the consensus step: reads in, stored strands out.
+:func:`strands_from_files` adds the consensus step: reads in, stored strands out.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from dnaembed.consensus.engine import ConsensusStrand
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
 from dnaembed.io.readstore import ReadStore
-from dnaembed.io.sequences import ReadSet
 from dnaembed.log import logger
 
 STRANDS = ("both", "plus")
@@ -138,42 +137,6 @@ def _expand(unique: UniqueReads, nonempty: np.ndarray, labels: np.ndarray,
     return ClusterResult(labels, orientation, reps, strand, method, threshold, timings, stats)
 
 
-def reads_to_strands(
-    reads: ReadSet,
-    model,
-    *,
-    strand: str = "both",
-    params: dict[str, object] | None = None,
-    expected_length: int | None = None,
-    min_size: int = 1,
-    seed: int = 0,
-    threads: int = 0,
-    batch_size: int | None = None,
-    precision: str = "auto",
-) -> tuple[ClusterResult, list[ConsensusStrand]]:
-    """The whole chain behind ``dnaembed run``: cluster the reads, then one strand per cluster.
-
-    The clustering (graph method, ``params`` as in :func:`cluster_reads`) gives
-    each read's orientation; the consensus (:func:`dnaembed.consensus.consensus_strands`)
-    takes the reads of a cluster in that orientation, so no orientation is inferred twice.
-    """
-    from dnaembed.consensus.engine import consensus_strands
-
-    result = cluster_reads(
-        reads.seqs, model, strand=strand, params={**(params or {}), "seed": seed,
-                                                   "threads": threads},
-        batch_size=batch_size, precision=precision,
-    )
-    start = time.perf_counter()
-    strands = consensus_strands(
-        reads, result.labels, expected_length=expected_length, min_size=min_size,
-        orientation=result.orientation.astype(bool) if strand == "both" else "forward",
-        seed=seed, threads=threads,
-    )
-    result.timings["consensus"] = time.perf_counter() - start
-    return result, strands
-
-
 @contextlib.contextmanager
 def clustered_files(
     paths: Sequence[str | os.PathLike],
@@ -261,3 +224,41 @@ def _read_units(paths, spill, spill_after: int | None, both: bool, keep_quals: b
                 "s" if len(paths) != 1 else "", len(unique),
                 " (either orientation)" if both else "")
     return store, unique, nonempty, units
+
+
+@contextlib.contextmanager
+def strands_from_files(
+    paths: Sequence[str | os.PathLike],
+    model,
+    runner,
+    *,
+    strand: str = "both",
+    params: dict[str, object] | None = None,
+    expected_length: int | None = None,
+    min_size: int = 1,
+    memory: int | None = None,
+    tmpdir: str | os.PathLike | None = None,
+    seed: int = 0,
+    threads: int = 0,
+    precision: str = "auto",
+    batch_size: int | None = None,
+) -> Iterator[tuple[ClusterResult, list[ConsensusStrand], ReadStore]]:
+    """The chain behind ``dnaembed run``: :func:`clustered_files`, then one strand per cluster.
+
+    The clustering gives each read's orientation; the consensus
+    (:func:`dnaembed.consensus.consensus_strands`) takes the reads of a cluster
+    in that orientation, with their qualities, so no orientation is inferred twice.
+    """
+    from dnaembed.consensus.engine import consensus_strands
+
+    with clustered_files(paths, model, runner, strand=strand, params=params, memory=memory,
+                         tmpdir=tmpdir, seed=seed, precision=precision, batch_size=batch_size,
+                         keep_quals=True) as (result, store):
+        start = time.perf_counter()
+        strands = consensus_strands(
+            store.read_set(), result.labels, expected_length=expected_length, min_size=min_size,
+            orientation=result.orientation.astype(bool) if strand == "both" else "forward",
+            seed=seed, threads=threads,
+        )
+        result.timings["consensus"] = time.perf_counter() - start
+        yield result, strands, store

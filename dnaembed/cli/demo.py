@@ -40,7 +40,7 @@ def demo(ctx: click.Context, out_dir: str, n_strands: int, preset: str, seed: in
                           layout={"reverse_fraction": 0.5})
     echo_result(run_simulation(plan, out / "reads") + "\n")
     ctx.invoke(
-        run, reads=str(out / "reads.fastq.gz"), out_dir=str(out),
+        run, reads=(str(out / "reads.fastq.gz"),), out_dir=str(out),
         truth=str(out / "reads.truth.tsv"), refs=str(out / "reads.refs.fasta"),
         expected_length=STRAND_LENGTH, seed=seed, threads=threads,
         quiet=ctx.params["quiet"], verbose=ctx.params["verbose"],

@@ -16,11 +16,13 @@ from dnaembed.cli.base import (
     model_option,
     strand_option,
 )
+from dnaembed.cli.execution import execution_options
 from dnaembed.cluster import GraphClusterer
 
 
 @cli.command()
-@click.argument("reads", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("reads", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "-o",
     "--output",
@@ -60,10 +62,15 @@ from dnaembed.cluster import GraphClusterer
     help="Also score the strands: the reference strands (FASTA).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option(
+    "--partition-size", type=click.IntRange(min=256), default=4096, show_default=True,
+    help="Reads per partition of the clustering (each partition one task).",
+)
 @inference_options
+@execution_options
 @common_options
 def run(
-    reads: str,
+    reads: tuple[str, ...],
     out_dir: str,
     model_path: str | None,
     strand: str,
@@ -73,13 +80,18 @@ def run(
     truth: str | None,
     refs: str | None,
     as_json: bool,
+    partition_size: int,
     device: str,
     batch_size: int | None,
     precision: str,
+    workers: int | None,
+    scheduler: str | None,
+    memory: int | None,
+    tmpdir: str | None,
     seed: int,
     threads: int,
 ) -> None:
-    """Cluster READS and reconstruct one strand per cluster, with the bundled model.
+    """Cluster READS (one or more files, one run) and reconstruct one strand per cluster.
 
     `dnaembed cluster` then `dnaembed consensus` in one command (graph method,
     threshold from the data). Writes OUT/clusters.tsv (read_id, cluster_id,
@@ -87,50 +99,64 @@ def run(
     id, with its size and confidence) and OUT/strands.tsv (per-strand report).
     With --truth and --refs, prints the clustering and recovery scores too.
     """
+    from dnaembed.cli.execution import open_executor
     from dnaembed.consensus.engine import write_strand_report, write_strands
-    from dnaembed.evaluate.clustering import evaluate_files, read_truth
-    from dnaembed.evaluate.clustering import format_scores as format_cluster_scores
-    from dnaembed.evaluate.recovery import format_scores as format_recovery_scores
-    from dnaembed.evaluate.recovery import recovery_scores
+    from dnaembed.evaluate.clustering import read_truth
     from dnaembed.io.clusters import write_clusters
     from dnaembed.io.sequences import read_sequences
     from dnaembed.io.tables import command_header
     from dnaembed.log import logger, set_threads
     from dnaembed.model.checkpoint import load_model, resolve_device
-    from dnaembed.pipeline import reads_to_strands
+    from dnaembed.pipeline import strands_from_files
 
     out = Path(out_dir)
-    workers = set_threads(threads)
+    cores = set_threads(threads)
     checkpoint = load_model(model_path, resolve_device(device))
-    read_set = read_sequences(reads)
     # Read the references and the truth before the long work: a bad file should fail fast.
     ref_set = read_sequences(refs) if refs else None
     if truth:
         read_truth(truth)
-    out.mkdir(parents=True, exist_ok=True)
 
-    result, strands = reads_to_strands(
-        read_set, checkpoint.model, strand=strand, params={"max_dist": max_dist},
-        expected_length=expected_length, min_size=min_size, seed=seed, threads=workers,
-        batch_size=batch_size, precision=precision,
-    )
-    params = {
-        "reads": reads, "model": model_path or "bundled", "strand": strand,
-        "max_dist": result.threshold.max_dist if result.threshold else None,
-        "threshold": result.threshold.source if result.threshold else None,
-        "length": expected_length, "min_size": min_size, "seed": seed,
-    }
-    header = command_header("run", params)
-    write_clusters(out / "clusters.tsv", read_set.ids, result, header=header,
-                   orientation=strand == "both")
-    write_strands(out / "strands.fasta", strands)
-    write_strand_report(out / "strands.tsv", strands, header=header)
+    with (
+        open_executor(workers, scheduler, threads, memory) as executor,
+        strands_from_files(
+            reads, checkpoint.model, executor, strand=strand,
+            params={"max_dist": max_dist, "partition_size": partition_size},
+            expected_length=expected_length, min_size=min_size, memory=memory, tmpdir=tmpdir,
+            seed=seed, threads=cores, batch_size=batch_size, precision=precision,
+        ) as (result, strands, store),
+    ):
+        params = {
+            "reads": " ".join(reads), "model": model_path or "bundled", "strand": strand,
+            "max_dist": result.threshold.max_dist if result.threshold else None,
+            "threshold": result.threshold.source if result.threshold else None,
+            "length": expected_length, "min_size": min_size,
+            "partition_size": result.stats.get("partition_size"), "seed": seed,
+        }
+        header = command_header("run", params)
+        # Created only now: a bad input fails before there is an output directory.
+        out.mkdir(parents=True, exist_ok=True)
+        write_clusters(out / "clusters.tsv", store.ids, result, header=header,
+                       orientation=strand == "both")
+        write_strands(out / "strands.fasta", strands)
+        write_strand_report(out / "strands.tsv", strands, header=header)
+        n_reads = len(store)
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
-    logger.info("%d reads, %d clusters, %d strands (%s)", len(read_set), result.n_clusters,
+    logger.info("%d reads, %d clusters, %d strands (%s)", n_reads, result.n_clusters,
                 len(strands), stages)
+    _summarise(out, n_reads, result, strands, truth, ref_set, as_json, cores)
+
+
+def _summarise(out: Path, n_reads: int, result, strands, truth, ref_set, as_json: bool,
+               workers: int) -> None:
+    """The summary on stdout: counts, and the scores against the truth or the references."""
+    from dnaembed.evaluate.clustering import evaluate_files
+    from dnaembed.evaluate.clustering import format_scores as format_cluster_scores
+    from dnaembed.evaluate.recovery import format_scores as format_recovery_scores
+    from dnaembed.evaluate.recovery import recovery_scores
 
     summary: dict[str, object] = {
-        "reads": len(read_set), "clusters": result.n_clusters, "strands": len(strands),
+        "reads": n_reads, "clusters": result.n_clusters, "strands": len(strands),
         "outputs": [str(out / name) for name in ("clusters.tsv", "strands.fasta", "strands.tsv")],
     }
     if truth:
@@ -141,7 +167,7 @@ def run(
     if as_json:
         echo_result(json.dumps(summary))
         return
-    lines = [f"{len(read_set):,} reads -> {result.n_clusters:,} clusters -> "
+    lines = [f"{n_reads:,} reads -> {result.n_clusters:,} clusters -> "
              f"{len(strands):,} strands in {out}/ (clusters.tsv, strands.fasta, strands.tsv)"]
     if "clustering" in summary:
         lines += ["", "clusters against the truth:", format_cluster_scores(summary["clustering"])]

@@ -283,6 +283,8 @@ class _Run:
             logger.info("threshold %d is above the upper cut %d: partitions searched again",
                         threshold.max_dist, upper)
             upper = threshold.max_dist
+        noisy = threshold.source == "fallback" and n > 50
+        (logger.warning if noisy else logger.info)("%s", threshold.describe())
         lengths = self.units.lengths
         keep = dist <= threshold.cuts(np.maximum(lengths[lo], lengths[hi]))
         self.stage.count("verified_pairs", int(keep.sum()))
