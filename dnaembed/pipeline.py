@@ -174,7 +174,8 @@ def clustered_files(
     timings: dict[str, float] = {}
     with SpillDir(tmpdir) as spill:
         store, unique, nonempty, units = _read_units(
-            paths, spill, plan_work(memory, runner).reads_in_memory, both, keep_quals, timings)
+            paths, spill, plan_work(memory, runner, params=params).reads_in_memory, both,
+            keep_quals, timings)
         try:
             work = plan_work(memory, runner, units=len(units), model=model, params=params)
             logger.info("%s", work.describe())
@@ -220,9 +221,10 @@ def _read_units(paths, spill, spill_after: int | None, both: bool, keep_quals: b
     units = Units(UnitSequences(store.seqs, rows), store.lengths[rows].astype(np.int64),
                   unique.counts[nonempty])
     timings["dedupe"] = time.perf_counter() - start
-    logger.info("%d reads in %d file%s, %d distinct%s", len(store), len(paths),
+    logger.info("%d reads in %d file%s, %d distinct%s%s", len(store), len(paths),
                 "s" if len(paths) != 1 else "", len(unique),
-                " (either orientation)" if both else "")
+                " (either orientation)" if both else "",
+                "; reads spilled to the tmpdir" if store.seqs.spilled else "")
     return store, unique, nonempty, units
 
 

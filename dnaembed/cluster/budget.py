@@ -6,20 +6,21 @@ worker (which embeds chunks and searches partitions). The work is split by
 figures measured on this code (``scripts/bench_scale.py``, docs/scaling.md):
 
 * a process with the model loaded holds :data:`PROCESS_BASE` before any read;
+  the rest of the budget is the room the data may take;
 * the reads (ids and sequences) stay in memory up to :data:`READS_SHARE` of
-  the budget and go to files under the tmpdir beyond it; the search vectors
+  the room and go to files under the tmpdir beyond it; the search vectors
   (float16) likewise at :data:`VECTORS_SHARE`;
 * a task holds about :data:`TASK_BYTES_PER_READ` per read of its chunk or
   partition; the tasks a process runs at once share :data:`TASK_SHARE` of
-  what the budget leaves after the base, which bounds the partition size and
-  the chunk size;
+  the room, which bounds the chunk size (the partition size is the user's:
+  a budget too small for it is refused, so that the budget never changes the
+  output);
 * what every read costs this process whatever is spilled (hashes, labels, the
   union-find, the pairs while they are linked: :data:`CLIENT_BYTES_PER_READ`)
   cannot be split: a budget below it is refused before the work starts.
 
-Without a budget nothing is spilled and the sizes are the defaults. The
-partition and chunk sizes change the output only when the budget forces them
-below the defaults (the cells follow the partition size); spilling never does.
+Without a budget nothing is spilled and the sizes are the defaults. Neither
+spilling nor the chunk size changes the output.
 """
 
 from __future__ import annotations
@@ -56,22 +57,27 @@ class WorkPlan:
     def describe(self) -> str:
         p = self.plan
         vectors = self.units * p.search_dim * 2
+        head = ("no memory budget" if self.memory is None else
+                f"memory budget {self.memory / MB:,.0f} MB per process ({self.tasks_here} "
+                f"task{'s' if self.tasks_here != 1 else ''} at a time here)")
+        if self.reads_in_memory is None:
+            reads = "reads in memory"
+        else:
+            reads = (f"reads in memory up to {self.reads_in_memory / MB:,.0f} MB, then spilled "
+                     "to the tmpdir")
         where = "spilled to the tmpdir" if p.spill_vectors else "in memory"
-        text = (f"embedding in chunks of {p.chunk_size:,} reads; partitions of about "
-                f"{p.partition_size:,} reads; search vectors {vectors / MB:,.0f} MB (float16) "
-                f"{where}")
-        if self.memory is None:
-            return "no memory budget: " + text
-        reads = (f"reads kept in memory up to {self.reads_in_memory / MB:,.0f} MB, spilled "
-                 "beyond")
-        return (f"memory budget {self.memory / MB:,.0f} MB per process "
-                f"({self.tasks_here} task{'s' if self.tasks_here != 1 else ''} at a time "
-                f"here): {reads}; {text}")
+        return (f"{head}: {reads}; search vectors {vectors / MB:,.1f} MB (float16) {where}; "
+                f"embedding in chunks of {p.chunk_size:,} reads; partitions of about "
+                f"{p.partition_size:,} reads")
 
 
 def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
               params: dict | None = None) -> WorkPlan:
-    """The work plan for ``units`` distinct reads under ``memory`` bytes per process."""
+    """The work plan for ``units`` distinct reads under ``memory`` bytes per process.
+
+    ``params``: :class:`PartitionPlan` fields, and ``reads_in_memory`` (bytes of
+    reads kept in memory before they are spilled; 0: spill them all).
+    """
     params = params or {}
     names = {f.name for f in fields(PartitionPlan)}
     plan = PartitionPlan(**{k: v for k, v in params.items() if k in names and v is not None})
@@ -79,18 +85,23 @@ def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
         plan.search_dim = model.config.embedding_dim
     # Tasks at once in one process: the in-process executor's threads, or a worker's.
     tasks_here = max(1, int(getattr(runner, "tasks_per_process", 1)))
+    reads_in_memory = params.get("reads_in_memory")
     if memory is None:
-        return WorkPlan(plan, None, None, units, tasks_here)
-    room = memory - PROCESS_BASE
-    needed = CLIENT_BYTES_PER_READ * units
-    if room <= needed:
+        return WorkPlan(plan, reads_in_memory, None, units, tasks_here)
+    room = memory - PROCESS_BASE - CLIENT_BYTES_PER_READ * units
+    tasks = tasks_here * TASK_BYTES_PER_READ * MIN_TASK_READS
+    partitions = tasks_here * TASK_BYTES_PER_READ * plan.partition_size
+    if room < max(tasks, partitions / TASK_SHARE):
+        what = (f"{units:,} distinct reads and partitions of {plan.partition_size:,} reads "
+                f"({tasks_here} at a time)")
         raise DnaembedError(
-            f"--memory {memory / MB:,.0f} MB is too small: {units:,} distinct reads need about "
-            f"{(PROCESS_BASE + needed) / MB:,.0f} MB in this process ({PROCESS_BASE / MB:.0f} MB "
-            f"for the program and the model, {CLIENT_BYTES_PER_READ} bytes per read)")
-    task_reads = int(TASK_SHARE * (room - needed) / (tasks_here * TASK_BYTES_PER_READ))
-    task_reads = max(MIN_TASK_READS, task_reads)
-    plan.partition_size = min(plan.partition_size, task_reads)
+            f"--memory {memory / MB:,.0f} MB is too small for {what}: about "
+            f"{(memory - room + partitions / TASK_SHARE) / MB:,.0f} MB are needed "
+            f"({PROCESS_BASE / MB:.0f} MB for the program and the model, "
+            f"{CLIENT_BYTES_PER_READ} bytes per read); lower --partition-size or raise --memory")
+    task_reads = max(MIN_TASK_READS, int(TASK_SHARE * room / (tasks_here * TASK_BYTES_PER_READ)))
     plan.chunk_size = min(plan.chunk_size, task_reads)
-    plan.spill_vectors = units * plan.search_dim * 2 > VECTORS_SHARE * memory
-    return WorkPlan(plan, int(READS_SHARE * memory), memory, units, tasks_here)
+    plan.spill_vectors = plan.spill_vectors or units * plan.search_dim * 2 > VECTORS_SHARE * room
+    if reads_in_memory is None:
+        reads_in_memory = int(READS_SHARE * max(room, 0))
+    return WorkPlan(plan, reads_in_memory, memory, units, tasks_here)

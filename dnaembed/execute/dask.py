@@ -38,7 +38,7 @@ from dnaembed.log import progress_bar
 #: Tasks in flight per worker thread.
 AHEAD_PER_THREAD = 2
 #: Seconds to wait for a scheduler to answer, and for its first worker.
-CONNECT_TIMEOUT = 30
+CONNECT_TIMEOUT = 10
 
 #: Objects shared by every task on this worker, by name (filled by :class:`SharedObject`).
 _SHARED: dict[str, Any] = {}
