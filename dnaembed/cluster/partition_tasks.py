@@ -20,6 +20,7 @@ runs. Parallelism is tasks side by side, on threads, processes or machines.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +53,7 @@ class EmbedResult:
     vectors: np.ndarray  # float16 (n, search dim), or float32 (n, model dim) for the sample
     cells: np.ndarray | None  # int32 (n, max cells), nearest first, -1 pad
     truncated: int  # reads longer than the model's window
+    cpu_seconds: float = 0.0  # the task's own CPU time (for the per-read cost of each stage)
 
 
 def embed_chunk(model, task: EmbedTask) -> EmbedResult:
@@ -59,6 +61,7 @@ def embed_chunk(model, task: EmbedTask) -> EmbedResult:
     from dnaembed.log import set_threads
     from dnaembed.model.inference import EmbedStats, embed_sequences
 
+    started = time.thread_time()
     set_threads(1)
     seqs = unpack_strings(task.data, task.lengths)
     if task.reverse:
@@ -67,10 +70,11 @@ def embed_chunk(model, task: EmbedTask) -> EmbedResult:
     vectors = embed_sequences(model, seqs, batch_size=task.batch_size, precision=task.precision,
                               stats=stats)
     if task.partitioner is None:
-        return EmbedResult(vectors, None, stats.truncated)
+        return EmbedResult(vectors, None, stats.truncated, time.thread_time() - started)
     projected = task.partitioner.project(vectors)
     cells = task.partitioner.assign(projected)
-    return EmbedResult(projected.astype(np.float16), cells, stats.truncated)
+    return EmbedResult(projected.astype(np.float16), cells, stats.truncated,
+                       time.thread_time() - started)
 
 
 @dataclass
@@ -103,6 +107,7 @@ class PartitionEdges:
     sample_hi: np.ndarray
     sample_dist: np.ndarray
     candidates: int
+    cpu_seconds: float = 0.0
 
 
 def _index(vectors: np.ndarray):
@@ -152,6 +157,7 @@ def _checked(seqs, rc, pairs: CandidatePairs, lengths: np.ndarray, cut: Threshol
 
 def search_partition(task: PartitionTask) -> PartitionEdges:
     """Candidates of the home reads among all members, checked exactly (see the module notes)."""
+    started = time.thread_time()
     seqs = unpack_strings(task.data, task.lengths)
     lengths = task.lengths.astype(np.int64)
     m = len(task.members)
@@ -169,7 +175,8 @@ def search_partition(task: PartitionTask) -> PartitionEdges:
     sample_dist = levenshtein_pairs(seqs, None, sample, workers=1)
     ids = task.members
     return PartitionEdges(ids[edges.lo], ids[edges.hi], dist.astype(np.int32),
-                          ids[sample.lo], ids[sample.hi], sample_dist.astype(np.int32), len(pairs))
+                          ids[sample.lo], ids[sample.hi], sample_dist.astype(np.int32), len(pairs),
+                          time.thread_time() - started)
 
 
 @dataclass
@@ -208,10 +215,12 @@ class QueryResult:
     listed: np.ndarray  # rows of the task's queries whose lists follow
     indices: np.ndarray  # (len(listed), neighbours) unit ids, -1 for none
     distances: np.ndarray  # float32, +inf for none
+    cpu_seconds: float = 0.0
 
 
 def query_partition(task: QueryTask) -> QueryResult:
     """Each query's nearest members; checked pairs or neighbour lists (see :class:`QueryTask`)."""
+    started = time.thread_time()
     k = task.neighbours
     index = _index(task.vectors)
     found = _search(index, task.query_vectors, k + 1)
@@ -227,7 +236,8 @@ def query_partition(task: QueryTask) -> QueryResult:
     dist = found.distances[keep].reshape(-1, k)
     lo, hi, parity, d, candidates = _check_queries(task, unit, dist)
     listed = np.flatnonzero(~task.check)
-    return QueryResult(lo, hi, parity, d, candidates, listed, unit[listed], dist[listed])
+    return QueryResult(lo, hi, parity, d, candidates, listed, unit[listed], dist[listed],
+                       time.thread_time() - started)
 
 
 def _check_queries(task: QueryTask, unit: np.ndarray, dist: np.ndarray):

@@ -216,6 +216,7 @@ class _Run:
         for result in self.embed(sample, reverse=False, desc="embedding a sample", full=True):
             full.append(result.vectors)
             truncated += result.truncated
+            self.stage.count("cpu_embed", result.cpu_seconds)
         full = np.concatenate(full)
         self.partitioner = fit_partitioner(full, cells=cells, search_dim=plan.search_dim,
                                            margin=plan.margin, max_cells=plan.max_cells,
@@ -259,6 +260,7 @@ class _Run:
             if result is not None:
                 vectors[~in_sample], cells[~in_sample] = result.vectors, result.cells
                 truncated += result.truncated
+                self.stage.count("cpu_embed", result.cpu_seconds)
             self.vectors.append(vectors)
             cell_blocks.append(cells)
             done = upto
@@ -309,6 +311,7 @@ class _Run:
             for key in names:
                 parts[key].append(getattr(result, key))
             self.stage.count("candidate_pairs", result.candidates)
+            self.stage.count("cpu_search", result.cpu_seconds)
         joined = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()}
         n = len(self.units)
         zero = np.zeros(len(joined["lo"]), np.int8)

@@ -117,6 +117,7 @@ class RepresentativeRounds:
         blocks = [self._rc_vectors]
         for result in self.run.embed(rows, reverse=True, desc="embedding reverse complements"):
             blocks.append(result.vectors)
+            self.run.stage.count("cpu_embed", result.cpu_seconds)
         self._rc_rows, self._rc_vectors = rows, np.concatenate(blocks)
 
     def _reverse_vectors(self, units: np.ndarray) -> np.ndarray:
@@ -178,6 +179,7 @@ class RepresentativeRounds:
             for key in out:
                 out[key].append(getattr(result, key))
             run.stage.count("candidate_pairs", result.candidates)
+            run.stage.count("cpu_rounds", result.cpu_seconds)
             listed = rows[result.listed]
             self.lists.put(queries.unit[listed], queries.reverse[listed], result.indices,
                            result.distances)

@@ -33,6 +33,7 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from dnaembed.errors import DnaembedError
+from dnaembed.execute.traffic import Traffic, payload_bytes
 from dnaembed.log import progress_bar
 
 #: Tasks in flight per worker thread.
@@ -93,6 +94,7 @@ class DaskExecutor:
         self.workers = max(1, sum(threads.values()))
         self.worker_count = len(threads)
         self.tasks_per_process = max(threads.values(), default=1)
+        self.traffic = Traffic()
 
     def describe(self) -> str:
         return f"{self.where}: {self.worker_count} workers, {self.workers} threads"
@@ -102,7 +104,9 @@ class DaskExecutor:
         entry = self._shared.get(id(obj))
         if entry is None:
             name = f"dnaembed-shared-{uuid.uuid4().hex}"
-            self.client.register_plugin(SharedObject(name, pickle.dumps(obj)), name=name)
+            payload = pickle.dumps(obj)
+            self.client.register_plugin(SharedObject(name, payload), name=name)
+            self.traffic.sent += len(payload) * self.worker_count
             entry = self._shared[id(obj)] = (obj, name)  # keep obj alive: its id stays unique
         return entry[1]
 
@@ -118,6 +122,8 @@ class DaskExecutor:
             try:
                 for i, task in enumerate(tasks):
                     key = f"{label}-{token}-{i}"
+                    self.traffic.sent += payload_bytes(task)
+                    self.traffic.tasks += 1
                     if name is None:
                         future = self.client.submit(fn, task, key=key, pure=False)
                     else:
@@ -125,16 +131,24 @@ class DaskExecutor:
                                                     pure=False)
                     pending.append(future)
                     while len(pending) > ahead:
-                        yield pending.popleft().result()
+                        yield self._result(pending.popleft())
                         bar.update(1)
                 while pending:
-                    yield pending.popleft().result()
+                    yield self._result(pending.popleft())
                     bar.update(1)
             finally:
                 if pending:
                     self.client.cancel(list(pending))
 
+    def _result(self, future) -> Any:
+        result = future.result()
+        self.traffic.received += payload_bytes(result)
+        return result
+
     def close(self) -> None:
+        from dnaembed.log import logger
+
+        logger.info("%s: %s", self.describe(), self.traffic.describe())
         for _, name in self._shared.values():
             # A closing cluster may already be gone.
             with contextlib.suppress(Exception):

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from dnaembed.execute.traffic import Traffic, payload_bytes
 from dnaembed.log import available_cores, progress_bar
 
 #: Tasks submitted ahead of the oldest unfinished one, per thread.
@@ -29,6 +30,7 @@ class InlineExecutor:
     def __init__(self, threads: int = 1) -> None:
         self.workers = threads if threads > 0 else available_cores()
         self.tasks_per_process = self.workers
+        self.traffic = Traffic()
         self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
 
     def describe(self) -> str:
@@ -38,28 +40,40 @@ class InlineExecutor:
             unit: str = "task") -> Iterator:
         """``fn(shared, task)`` (or ``fn(task)`` without ``shared``) for each task, in order."""
         call = fn if shared is None else (lambda task: fn(shared, task))
+
+        def counted(tasks):
+            for task in tasks:
+                self.traffic.sent += payload_bytes(task)
+                self.traffic.tasks += 1
+                yield task
+
+        def back(result):
+            self.traffic.received += payload_bytes(result)
+            bar.update(1)
+            return result
+
         with progress_bar(unit=f" {unit}s", desc=desc) as bar:
             if self._pool is None:
-                for task in tasks:
-                    yield call(task)
-                    bar.update(1)
+                for task in counted(tasks):
+                    yield back(call(task))
                 return
             pending: deque[Future] = deque()
             ahead = AHEAD_PER_THREAD * self.workers
             try:
-                for task in tasks:
+                for task in counted(tasks):
                     pending.append(self._pool.submit(call, task))
                     while len(pending) > ahead:
-                        yield pending.popleft().result()
-                        bar.update(1)
+                        yield back(pending.popleft().result())
                 while pending:
-                    yield pending.popleft().result()
-                    bar.update(1)
+                    yield back(pending.popleft().result())
             finally:
                 for future in pending:
                     future.cancel()
 
     def close(self) -> None:
+        from dnaembed.log import logger
+
+        logger.debug("%s: %s", self.describe(), self.traffic.describe())
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
