@@ -190,6 +190,8 @@ def clustered_files(
                     "their first %d bases (the exact distance check uses whole reads)",
                     found.stats["truncated"], window, window)
             timings.update(found.timings)
+            cpu = {k: found.stats.get(f"cpu_{k}", 0.0) for k in ("embed", "search", "rounds")}
+            logger.info("task CPU time: %s", ", ".join(f"{k} {v:.1f}s" for k, v in cpu.items()))
             result = _expand(unique, nonempty, found.labels, found.orientation,
                              found.representatives, strand, "graph", found.threshold, timings)
             result.stats = dict(found.stats, **result.stats)

@@ -151,14 +151,15 @@ def _principal_axes(x: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def members_of_cells(cells: np.ndarray, n_cells: int) -> list[np.ndarray]:
-    """Each cell's members (rows of ``cells``, increasing), from :meth:`Partitioner.assign`."""
-    rows = np.repeat(np.arange(len(cells), dtype=np.int64), cells.shape[1])
+    """Each cell's members: rows of ``cells`` (:meth:`Partitioner.assign`), increasing, int32."""
+    width = cells.shape[1]
     flat = cells.reshape(-1)
-    keep = flat >= 0
-    rows, flat = rows[keep], flat[keep]
-    order = np.lexsort((rows, flat))
-    bounds = np.searchsorted(flat[order], np.arange(n_cells + 1))
-    return [rows[order[bounds[c] : bounds[c + 1]]] for c in range(n_cells)]
+    position = np.flatnonzero(flat >= 0)
+    # A stable sort by cell keeps each cell's members in row order.
+    position = position[np.argsort(flat[position], kind="stable")]
+    bounds = np.searchsorted(flat[position], np.arange(n_cells + 1))
+    rows = (position // width).astype(np.int32)
+    return [rows[bounds[c] : bounds[c + 1]] for c in range(n_cells)]
 
 
 def pairs_sharing_a_partition(lo: np.ndarray, hi: np.ndarray, cells: np.ndarray) -> np.ndarray:

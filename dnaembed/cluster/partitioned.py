@@ -22,8 +22,9 @@ heavy work is independent tasks (:mod:`dnaembed.cluster.partition_tasks`):
    a strand cut in two by one round's cells is joined by a later round's,
    whose boundaries lie elsewhere, as in the rounds of random partitions of
    Rashtchian et al. (NeurIPS 2017). Each round works on one read per
-   cluster, a fraction of the reads; rounds stop when one merges nothing
-   or after ``rounds``. Round 2 also lists the nearest representatives of
+   cluster, a fraction of the reads, with a wider margin than round 1's
+   (cheap there); from round 3 on, rounds stop once one merges fewer than
+   ``rounds_until`` of the clusters, or after ``rounds``. Round 2 also lists the nearest representatives of
    the reads the rescue may examine;
 6. the rescue (:mod:`dnaembed.cluster.rescue`), in this process.
 
@@ -76,12 +77,15 @@ class PartitionPlan:
     partition_size: int = 4_096
     #: Round 1's and later rounds' margins, in units of the sample's spread.
     margin: float = 0.5
-    rep_margin: float = 1.0
+    rep_margin: float = 1.5
     max_cells: int = 4
+    rep_max_cells: int = 8
     search_dim: int = 64
     spill_vectors: bool = False
     sample_size: int = 4_096
-    rounds: int = 4
+    rounds: int = 6
+    #: Later rounds stop once one merges fewer than this fraction of the clusters.
+    rounds_until: float = 0.001
 
 
 @dataclass
@@ -151,7 +155,7 @@ def cluster_units(
         superset = (_rescue_superset(linker, units, rescue_max_size) if rescuing
                     else np.zeros(0, np.int64))
         rounds = RepresentativeRounds(run, threshold, both=both, rescue_rows=superset)
-        rounds.link(linker, plan.rounds)
+        rounds.link(linker, plan.rounds, plan.rounds_until)
         trim_memory()
         groups, parity = linker.uf.labels()
         run.stage.stats.update(merges=linker.merges, guard_refusals=linker.refusals)
@@ -174,7 +178,7 @@ class _Run:
         self.spill_to = (spill.new_file("vectors.f16") if plan.spill_vectors and spill is not None
                          else None)
         self.vectors = SpillArray((0,), np.float16)
-        self.cells: np.ndarray | None = None
+        self.home: np.ndarray | None = None  # each unit's nearest cell
         self.partitioner: Partitioner | None = None
         self.sample_vectors: np.ndarray | None = None
         self.members: list[np.ndarray] = []
@@ -227,8 +231,11 @@ class _Run:
         start = time.perf_counter()
         self.vectors = SpillArray((self.partitioner.dim,), np.float16, spill_to=self.spill_to)
         cell_blocks, truncated = self._embed_rest(sample, truncated)
-        self.cells = np.concatenate(cell_blocks)
-        self.members = members_of_cells(self.cells, self.partitioner.cells)
+        cells = np.concatenate(cell_blocks)
+        del cell_blocks
+        self.members = members_of_cells(cells, self.partitioner.cells)
+        self.home = cells[:, 0].copy()
+        del cells
         self.stage.timed("embed", start)
         copies = sum(map(len, self.members)) / n
         self.stage.stats.update(partitions=self.partitioner.cells,
@@ -300,7 +307,7 @@ class _Run:
         def tasks():
             for cell, members in enumerate(self.members):
                 data, lengths = self.units.seqs.packed(members)
-                home = self.cells[members, 0] == cell
+                home = self.home[members] == cell
                 yield PartitionTask(members, self.vectors.take(members), data, lengths, home,
                                     sample[members] & home, cut, self.neighbours)
 

@@ -105,7 +105,9 @@ class SpillArray:
         self._spill_after = spill_after
         self.path: Path | None = None
         self.rows = 0
-        self._blocks: list[np.ndarray] = []
+        # In memory: one growing buffer (reallocated in place by the system for large sizes),
+        # not blocks joined at the end, which would hold everything twice at that moment.
+        self._buffer = bytearray()
         self._handle = None
         self._data: np.ndarray | None = None
         self._mapped: _Mapped | None = None
@@ -115,9 +117,8 @@ class SpillArray:
     def _start_spilling(self) -> None:
         self.path = self._target
         self._handle = open(self.path, "wb")  # noqa: SIM115 - closed in finish() or close()
-        for block in self._blocks:
-            self._handle.write(block.tobytes())
-        self._blocks = []
+        self._handle.write(self._buffer)
+        self._buffer = bytearray()
 
     @property
     def spilled(self) -> bool:
@@ -134,7 +135,7 @@ class SpillArray:
         if self._handle is not None:
             self._handle.write(block.tobytes())
         else:
-            self._blocks.append(block)
+            self._buffer += block.tobytes()
         self.rows += len(block)
         if (self._handle is None and self._target is not None
                 and self._spill_after is not None and self.nbytes > self._spill_after):
@@ -149,9 +150,7 @@ class SpillArray:
             buffer = self._mapped.map if self._mapped.map is not None else b""
             self._data = np.frombuffer(buffer, dtype=self.dtype).reshape(-1, *self.row_shape)
         else:
-            empty = np.zeros((0, *self.row_shape), dtype=self.dtype)
-            self._data = np.concatenate(self._blocks) if self._blocks else empty
-            self._blocks = []
+            self._data = np.frombuffer(self._buffer, dtype=self.dtype).reshape(-1, *self.row_shape)
         return self
 
     def take(self, rows: np.ndarray | slice, *, release: bool = False) -> np.ndarray:
