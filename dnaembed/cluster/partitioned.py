@@ -24,8 +24,8 @@ heavy work is independent tasks (:mod:`dnaembed.cluster.partition_tasks`):
    Rashtchian et al. (NeurIPS 2017). Each round works on one read per
    cluster, a fraction of the reads, with a wider margin than round 1's
    (cheap there); from round 3 on, rounds stop once one merges fewer than
-   ``rounds_until`` of the clusters, or after ``rounds``. Round 2 also lists the nearest representatives of
-   the reads the rescue may examine;
+   ``rounds_until`` of the clusters, or after ``rounds``. Round 2 also lists
+   the nearest representatives of the reads the rescue may examine;
 6. the rescue (:mod:`dnaembed.cluster.rescue`), in this process.
 
 Tasks go through a ``runner`` (anything with ``map(fn, tasks, *, shared,
