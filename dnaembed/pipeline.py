@@ -24,7 +24,7 @@ import numpy as np
 from dnaembed.cluster import Clusterer, make_clusterer
 from dnaembed.cluster.dedupe import UniqueReads, unique_reads
 from dnaembed.cluster.result import ClusterResult
-from dnaembed.consensus.engine import ConsensusStrand
+from dnaembed.consensus import ConsensusStrand
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
 from dnaembed.io.readstore import ReadStore
@@ -252,8 +252,10 @@ def strands_from_files(
     The clustering gives each read's orientation; the consensus
     (:func:`dnaembed.consensus.consensus_strands`) takes the reads of a cluster
     in that orientation, with their qualities, so no orientation is inferred twice.
+    Its chunks of clusters run on the same executor when that is Dask, else in
+    ``threads`` local processes.
     """
-    from dnaembed.consensus.engine import consensus_strands
+    from dnaembed.consensus import consensus_strands
 
     with clustered_files(paths, model, runner, strand=strand, params=params, memory=memory,
                          tmpdir=tmpdir, seed=seed, precision=precision, batch_size=batch_size,
@@ -263,6 +265,9 @@ def strands_from_files(
             store.read_set(), result.labels, expected_length=expected_length, min_size=min_size,
             orientation=result.orientation.astype(bool) if strand == "both" else "forward",
             seed=seed, threads=threads,
+            # On Dask, on the same workers; here, in local processes (the consensus is
+            # Python that threads would not run side by side).
+            runner=runner if getattr(runner, "kind", "inline") == "dask" else None,
         )
         result.timings["consensus"] = time.perf_counter() - start
         yield result, strands, store

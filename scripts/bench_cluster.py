@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import REAL_READS, REAL_TRUTH
+from benchlib import REAL_READS, REAL_TRUTH, add_write_docs, finish
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -170,6 +170,7 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--json", dest="json_out", help="write all results here as JSON")
     p.add_argument("--workdir", help="keep the simulated sets and outputs here")
+    add_write_docs(p, "Clustering")
     # Worker mode (internal).
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--reads", help=argparse.SUPPRESS)
@@ -231,6 +232,8 @@ def main() -> None:
                    Path(f"{prefix}.truth.tsv"))
 
     print("\n" + table(rows))
+    finish(args.write_docs, "load: the 1-minute load average before/after each run.\n\n"
+           + table(rows))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(rows, indent=1))
 

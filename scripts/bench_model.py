@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 import torch
+from benchlib import Transcript, add_write_docs, finish
 
 from dnaembed.evaluate.embedding import approximation_metrics, separation_auc
 from dnaembed.model.checkpoint import load_model
@@ -124,7 +125,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--no-speed", action="store_true")
     parser.add_argument("--json", help="write the figures here too")
+    add_write_docs(parser, "Encoder accuracy and speed")
     args = parser.parse_args()
+    printed = Transcript()
     if args.threads:
         torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
@@ -191,6 +194,7 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1)
+    finish(args.write_docs, printed.text())
     return 0
 
 

@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchlib import ROOT, cpu_description, write_section
+from benchlib import ROOT, add_write_docs, cpu_description, finish, write_section
 
 MIB = 1 << 20
 
@@ -321,7 +321,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", default=str(ROOT.parent / "scratch" / "bench_scale"))
     p.add_argument("--timeout", type=float, default=2400)
-    p.add_argument("--write-docs", action="store_true")
+    add_write_docs(p, "Partitioned clustering at scale")
     args = p.parse_args()
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -364,8 +364,8 @@ def main() -> None:
     lost = "" if "pairs" in skip else pairs_lost(ensure_set(workdir, sizes[0], args.seed),
                                                   args.model, args.seed)
     print("\n" + body + "\n\n" + projection(named) + "\n\n" + lost)
+    finish(args.write_docs, body)
     if args.write_docs:
-        write_section("Partitioned clustering at scale (bench_scale)", body)
         scaling = ROOT / "docs" / "scaling.md"
         write_section("Projection from the measured figures (bench_scale)", projection(named),
                       path=scaling)

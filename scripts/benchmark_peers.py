@@ -37,6 +37,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchlib import add_write_docs, finish
 from peers.convert import complete, write_cluster_tsv
 from peers.datasets import ALL_SETS, REAL_DESIGNS, DataSet, prepare
 from peers.measure import has_gnu_time, run_measured
@@ -72,6 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=ROOT / "bench-out", help="Output directory.")
     p.add_argument("--peers-venv", type=Path, default=DEFAULT_PEERS_VENV)
     p.add_argument("--regenerate", action="store_true", help="Simulate the sets anew.")
+    add_write_docs(p, "Against the peers")
     args = p.parse_args(argv)
     if args.real_designs is None:
         args.real_designs = min(REAL_DESIGNS, round(REAL_DESIGNS * args.strands / 10000))
@@ -266,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         json_path.write_text(json.dumps(report, indent=1) + "\n")
         md_path.write_text("\n".join(tables))
     print(f"wrote {json_path} and {md_path}", file=sys.stderr)
+    finish(args.write_docs, "How the peers are run and what the columns mean: "
+           "[peers.md](peers.md).\n\n" + "\n\n".join(tables))
     return 0
 
 

@@ -81,7 +81,7 @@ def consensus(
     single read could overturn), agreement= and distance= (mean edit distance
     of the reads to the strand).
     """
-    from dnaembed.consensus.engine import consensus_strands, write_strand_report, write_strands
+    from dnaembed.consensus import consensus_strands, write_strand_report, write_strands
     from dnaembed.errors import DnaembedError, InputError
     from dnaembed.io.sequences import describe_path, read_sequences
     from dnaembed.io.tables import command_header, read_cluster_table

@@ -100,7 +100,7 @@ def run(
     With --truth and --refs, prints the clustering and recovery scores too.
     """
     from dnaembed.cli.execution import open_executor
-    from dnaembed.consensus.engine import write_strand_report, write_strands
+    from dnaembed.consensus import write_strand_report, write_strands
     from dnaembed.evaluate.clustering import read_truth
     from dnaembed.io.clusters import write_clusters
     from dnaembed.io.sequences import read_sequences

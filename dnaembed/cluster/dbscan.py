@@ -20,6 +20,7 @@ enough to make it a core point for any ``min_samples <= neighbours + 1``.
 
 Reads DBSCAN calls noise become singletons. With both orientations, reads are
 oriented first (:mod:`dnaembed.cluster.orientation`).
+More in ``docs/algorithms.md``.
 """
 
 from __future__ import annotations

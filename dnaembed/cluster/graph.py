@@ -24,6 +24,7 @@
 
 Cost: ``neighbours`` searches and checks per read (plus per cluster with both
 orientations), one guard check per merge; near-linear in the number of reads.
+More in ``docs/algorithms.md``.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ holds only a small share of the squared distances, and a seed drawn in
 proportion lands in an already seeded strand most of the time. Greedy seeding
 draws :data:`LOCAL_TRIALS` candidates per seed and keeps the one that lowers
 the potential most (scikit-learn's default, 2 + log k, merged two of 12
-nanopore strands for 2 of 12 seeds; 20 for none), up to k = 1000 (2.4 s at
-k = 1000 on a 4,000-read sample); beyond, one trial per seed, to bound the cost.
+nanopore strands for 2 of 12 seeds; 20 for none), up to k = 1000; beyond, one
+trial per seed, to bound the cost.
 
 Cost: each Lloyd iteration compares N reads with k centroids (brute force, BLAS):
 O(N k D niter), quadratic when k grows with N as it does here. (faiss's HNSW
@@ -33,7 +33,7 @@ assignment index would make it near-linear, but measured here it stalls the
 objective and loses half the accuracy.)
 
 With both orientations, reads are oriented first
-(:mod:`dnaembed.cluster.orientation`).
+(:mod:`dnaembed.cluster.orientation`). More in ``docs/algorithms.md`` (k-means).
 """
 
 from __future__ import annotations

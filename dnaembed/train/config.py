@@ -38,8 +38,8 @@ class OptimConfig:
     val_every: int = 500
     prefetch: int = 4
     # Forward pass precision: "bfloat16" (autocast; weights, gradients and the loss stay
-    # float32) made steps 1.4x faster on an AVX512-BF16 CPU (README); "auto" picks it where the
-    # hardware has bfloat16, float32 elsewhere.
+    # float32) made steps 1.4x faster on an AVX512-BF16 CPU (docs/benchmarks.md); "auto"
+    # picks it where the hardware has bfloat16, float32 elsewhere.
     precision: str = "float32"
     # Start from the weights of this checkpoint (fine-tuning; a path relative to the working
     # directory). Settings without weights of their own, such as model.views, may differ.
