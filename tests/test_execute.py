@@ -93,6 +93,19 @@ def test_a_worker_killed_mid_run_does_not_change_the_result(sim, small_model, lo
     assert runner.killed not in local_cluster.client.run(os.getpid).values()
 
 
+def test_run_makes_the_same_strands_on_the_local_cluster(sim, small_model, local_cluster):
+    from dnaembed.pipeline import strands_from_files
+
+    model = load_model(small_model).model
+    found = []
+    for runner in (InlineExecutor(1), local_cluster):
+        with strands_from_files([f"{sim}.fastq.gz"], model, runner, params=PARAMS,
+                                threads=1) as (result, strands, _):
+            found.append((result.labels, [(s.cluster_id, s.sequence) for s in strands]))
+    assert np.array_equal(found[0][0], found[1][0])
+    assert found[0][1] == found[1][1] and found[0][1]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
