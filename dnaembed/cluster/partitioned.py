@@ -76,6 +76,8 @@ class PartitionPlan:
     chunk_size: int = 16_384
     partition_size: int = 4_096
     #: Round 1's and later rounds' margins, in units of the sample's spread.
+    #: Representatives per cell in rounds 2.. (None: ``partition_size``).
+    rep_partition_size: int | None = None
     margin: float = 0.5
     rep_margin: float = 1.5
     max_cells: int = 4

@@ -127,7 +127,8 @@ class RepresentativeRounds:
     def _partitioner(self, count: int, number: int) -> Partitioner:
         """Cells for ``count`` representatives, of a seed of this round's own."""
         run = self.run
-        cells = max(1, -(-count // run.plan.partition_size))
+        size = run.plan.rep_partition_size or run.plan.partition_size
+        cells = max(1, -(-count // size))
         seed = int(np.random.default_rng([run.seed, 31, number]).integers(2**31 - 1))
         # Fitted in the search space already: no projection of its own.
         return fit_partitioner(run.sample_vectors, cells=cells, search_dim=0,
