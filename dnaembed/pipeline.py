@@ -253,7 +253,7 @@ def strands_from_files(
     (:func:`dnaembed.consensus.consensus_strands`) takes the reads of a cluster
     in that orientation, with their qualities, so no orientation is inferred twice.
     Its chunks of clusters run on the same executor when that is Dask, else in
-    ``threads`` local processes.
+    ``threads`` local processes. The strands come in cluster id order.
     """
     from dnaembed.consensus import consensus_strands
 
@@ -270,4 +270,5 @@ def strands_from_files(
             runner=runner if getattr(runner, "kind", "inline") == "dask" else None,
         )
         result.timings["consensus"] = time.perf_counter() - start
+        strands.sort(key=lambda s: int(s.cluster_id))  # in cluster id order, as clusters.tsv
         yield result, strands, store

@@ -307,6 +307,22 @@ def pairs_lost(prefix: Path, model_path: str | None, seed: int) -> str:
             f"{len(lo):,} pairs of reads of one strand:\n\n" + "\n".join(lines))
 
 
+def identity_run(args, workdir: Path, rows: list[dict], threads: list[str]) -> bool:
+    """A scheduler and two workers as processes: the one-process output, byte for byte?"""
+    prefix = ensure_set(workdir, args.identity_size, args.seed)
+    here = next((r for r in rows if r["reads"] == args.identity_size
+                 and r["name"] == "one process"), None) or one_run(
+        "one process", prefix, args, threads, rows)
+    address, procs = start_dask_processes(workdir)
+    try:
+        there = one_run("dask scheduler + 2 dask workers", prefix, args,
+                        ["--scheduler", address], rows, tag="-scheduler")
+    finally:
+        stop(procs)
+    return ("error" not in there and "error" not in here
+            and Path(here["output"]).read_bytes() == Path(there["output"]).read_bytes())
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="100000,1000000", help="one-process runs (read counts)")
@@ -347,19 +363,7 @@ def main() -> None:
                 prefix, args, ["--workers", str(workers), "-t", str(workers)], rows,
                 tag=f"-dask{workers}")
     if "identity" not in skip:
-        prefix = ensure_set(workdir, args.identity_size, args.seed)
-        here = next((r for r in rows if r["reads"] == args.identity_size
-                     and r["name"] == "one process"), None) or one_run(
-            "one process", prefix, args, threads, rows)
-        address, procs = start_dask_processes(workdir)
-        try:
-            there = one_run("dask scheduler + 2 dask workers", prefix, args,
-                            ["--scheduler", address], rows, tag="-scheduler")
-        finally:
-            stop(procs)
-        named["identity"] = ("error" not in there and "error" not in here
-                             and Path(here["output"]).read_bytes()
-                             == Path(there["output"]).read_bytes())
+        named["identity"] = identity_run(args, workdir, rows, threads)
     body = table(rows) + "\n\n" + "\n".join(derived(named, args))
     lost = "" if "pairs" in skip else pairs_lost(ensure_set(workdir, sizes[0], args.seed),
                                                   args.model, args.seed)

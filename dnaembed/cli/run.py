@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import click
 
 from dnaembed.cli.base import (
@@ -13,7 +10,9 @@ from dnaembed.cli.base import (
     constrained,
     echo_result,
     inference_options,
+    json_option,
     model_option,
+    plot_option,
     strand_option,
 )
 from dnaembed.cli.execution import execution_options
@@ -61,117 +60,54 @@ from dnaembed.cluster import GraphClusterer
     type=click.Path(dir_okay=False),
     help="Also score the strands: the reference strands (FASTA).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.option(
     "--partition-size", type=click.IntRange(min=256), default=4096, show_default=True,
-    help="Reads per partition of the clustering (each partition one task).",
+    help="Reads per partition of the clustering (each partition is one task).",
 )
+@json_option("the summary (threshold, counts, sizes, support, times, model, versions, scores)")
+@plot_option
 @inference_options
 @execution_options
 @common_options
 def run(
     reads: tuple[str, ...],
     out_dir: str,
-    model_path: str | None,
-    strand: str,
-    max_dist: int | None,
-    expected_length: int | None,
-    min_size: int,
-    truth: str | None,
-    refs: str | None,
-    as_json: bool,
-    partition_size: int,
-    device: str,
-    batch_size: int | None,
-    precision: str,
-    workers: int | None,
-    scheduler: str | None,
-    memory: int | None,
-    tmpdir: str | None,
+    json_path: str | None,
+    plot_dir: str | None,
     seed: int,
     threads: int,
+    **options,
 ) -> None:
     """Cluster READS (one or more files, one run) and reconstruct one strand per cluster.
 
     `dnaembed cluster` then `dnaembed consensus` in one command (graph method,
     threshold from the data). Writes OUT/clusters.tsv (read_id, cluster_id,
-    orientation), OUT/strands.fasta (one strand per cluster, named by cluster
-    id, with its size and confidence) and OUT/strands.tsv (per-strand report).
+    orientation), OUT/strands.fasta (one strand per cluster in cluster id order,
+    named by cluster id, with its size and confidence) and OUT/strands.tsv
+    (per-strand report): all three new, or none if the command fails.
     With --truth and --refs, prints the clustering and recovery scores too.
     """
-    from dnaembed.cli.execution import open_executor
-    from dnaembed.consensus import write_strand_report, write_strands
-    from dnaembed.evaluate.clustering import read_truth
-    from dnaembed.io.clusters import write_clusters
-    from dnaembed.io.sequences import read_sequences
-    from dnaembed.io.tables import command_header
-    from dnaembed.log import logger, set_threads
-    from dnaembed.model.checkpoint import load_model, resolve_device
-    from dnaembed.pipeline import strands_from_files
+    from dnaembed.cli.jobs import run_job
 
-    out = Path(out_dir)
-    cores = set_threads(threads)
-    checkpoint = load_model(model_path, resolve_device(device))
-    # Read the references and the truth before the long work: a bad file should fail fast.
-    ref_set = read_sequences(refs) if refs else None
-    if truth:
-        read_truth(truth)
-
-    with (
-        open_executor(workers, scheduler, threads, memory) as executor,
-        strands_from_files(
-            reads, checkpoint.model, executor, strand=strand,
-            params={"max_dist": max_dist, "partition_size": partition_size},
-            expected_length=expected_length, min_size=min_size, memory=memory, tmpdir=tmpdir,
-            seed=seed, threads=cores, batch_size=batch_size, precision=precision,
-        ) as (result, strands, store),
-    ):
-        params = {
-            "reads": " ".join(reads), "model": model_path or "bundled", "strand": strand,
-            "max_dist": result.threshold.max_dist if result.threshold else None,
-            "threshold": result.threshold.source if result.threshold else None,
-            "length": expected_length, "min_size": min_size,
-            "partition_size": result.stats.get("partition_size"), "seed": seed,
-        }
-        header = command_header("run", params)
-        # Created only now: a bad input fails before there is an output directory.
-        out.mkdir(parents=True, exist_ok=True)
-        write_clusters(out / "clusters.tsv", store.ids, result, header=header,
-                       orientation=strand == "both")
-        write_strands(out / "strands.fasta", strands)
-        write_strand_report(out / "strands.tsv", strands, header=header)
-        n_reads = len(store)
-    stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
-    logger.info("%d reads, %d clusters, %d strands (%s)", n_reads, result.n_clusters,
-                len(strands), stages)
-    _summarise(out, n_reads, result, strands, truth, ref_set, as_json, cores)
+    summary = run_job(reads, out_dir, json_path=json_path, plot_dir=plot_dir, seed=seed,
+                      threads=threads, **options)
+    if json_path == "-":
+        return
+    echo_result(format_run(summary, out_dir))
 
 
-def _summarise(out: Path, n_reads: int, result, strands, truth, ref_set, as_json: bool,
-               workers: int) -> None:
-    """The summary on stdout: counts, and the scores against the truth or the references."""
-    from dnaembed.evaluate.clustering import evaluate_files
+def format_run(summary: dict, out_dir: str) -> str:
+    """The text that `run` prints: counts, and the scores when it has them."""
     from dnaembed.evaluate.clustering import format_scores as format_cluster_scores
     from dnaembed.evaluate.recovery import format_scores as format_recovery_scores
-    from dnaembed.evaluate.recovery import recovery_scores
 
-    summary: dict[str, object] = {
-        "reads": n_reads, "clusters": result.n_clusters, "strands": len(strands),
-        "outputs": [str(out / name) for name in ("clusters.tsv", "strands.fasta", "strands.tsv")],
-    }
-    if truth:
-        summary["clustering"] = evaluate_files(out / "clusters.tsv", truth)
-    if ref_set is not None:
-        summary["recovery"] = recovery_scores(ref_set.seqs, [s.sequence for s in strands],
-                                              workers=workers)
-    if as_json:
-        echo_result(json.dumps(summary))
-        return
-    lines = [f"{n_reads:,} reads -> {result.n_clusters:,} clusters -> "
-             f"{len(strands):,} strands in {out}/ (clusters.tsv, strands.fasta, strands.tsv)"]
-    if "clustering" in summary:
-        lines += ["", "clusters against the truth:", format_cluster_scores(summary["clustering"])]
-    if "recovery" in summary:
+    counts, scores = summary["counts"], summary.get("scores", {})
+    lines = [f"{counts['reads']:,} reads -> {counts['clusters']:,} clusters -> "
+             f"{counts['strands']:,} strands in {out_dir}/ (clusters.tsv, strands.fasta, "
+             "strands.tsv)"]
+    if "clustering" in scores:
+        lines += ["", "clusters against the truth:", format_cluster_scores(scores["clustering"])]
+    if "recovery" in scores:
         lines += ["", "strands against the references:",
-                  format_recovery_scores(summary["recovery"])]
-    echo_result("\n".join(lines))
+                  format_recovery_scores(scores["recovery"])]
+    return "\n".join(lines)

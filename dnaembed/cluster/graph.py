@@ -35,7 +35,7 @@ from array import array
 import numpy as np
 
 from dnaembed.cluster.base import Clusterer, FitData
-from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs, levenshtein_pairs
+from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs
 from dnaembed.cluster.params import Interval
 from dnaembed.cluster.search import PROJECTED_DIM
 from dnaembed.cluster.threshold import Threshold
@@ -120,28 +120,6 @@ class GraphClusterer(Clusterer):
         self.stats_.update(merges=linker.merges, guard_refusals=linker.refusals)
         logger.debug("linked %d pairs, guard refused %d", linker.merges, linker.refusals)
         return groups, parity, degree
-
-    def _check(self, data: FitData, pairs: CandidatePairs, threshold: Threshold
-               ) -> tuple[CandidatePairs, np.ndarray]:
-        """The pairs within the threshold, and their distances."""
-        lengths = data.lengths
-        cuts = threshold.cuts(np.maximum(lengths[pairs.lo], lengths[pairs.hi]))
-        # A length difference over the cut already rules a pair out; empty reads never link.
-        possible = (np.abs(lengths[pairs.lo] - lengths[pairs.hi]) <= cuts) & (
-            np.minimum(lengths[pairs.lo], lengths[pairs.hi]) > 0
-        )
-        checked = pairs.subset(possible)
-        cuts = cuts[possible]
-        start = time.perf_counter()
-        rc = self._rc_seqs(data) if checked.parity.any() else None
-        cutoff = int(cuts.max()) if len(cuts) else 0
-        dist = levenshtein_pairs(data.seqs, rc, checked, cutoff=cutoff, workers=self._workers())
-        self._add_time("check", start)
-        close = dist <= cuts
-        for key, value in (("candidate_pairs", len(pairs)), ("checked_pairs", len(checked)),
-                           ("verified_pairs", int(close.sum()))):
-            self.stats_[key] = int(self.stats_.get(key, 0)) + value
-        return checked.subset(close), dist[close]
 
 
 class _GuardedLinker:

@@ -71,22 +71,21 @@ def consensus_strands(
         seed=seed,
         iterations=max_iterations if refine else 0,
     )
-    if runner is not None:
-        results = list(runner.map(reconstruct_chunk, tasks, desc="consensus", unit="chunk"))
-    else:
-        results = map_in_processes(
-            reconstruct_chunk,
-            tasks,
-            processes=threads,
-            weights=[t.n_clusters for t in tasks],
-            desc="consensus",
-            unit="cluster",
-        )
+    results = _run_chunks(tasks, threads, runner)
     return [
         strand
         for task, result in zip(tasks, results)
         for strand in _strands(task, result, grouped.names)
     ]
+
+
+def _run_chunks(tasks: list[ChunkTask], threads: int, runner) -> list[ChunkResult]:
+    """The chunks on ``runner`` (an executor) when given, else in ``threads`` processes."""
+    if runner is not None:
+        return list(runner.map(reconstruct_chunk, tasks, desc="consensus", unit="chunk"))
+    return map_in_processes(reconstruct_chunk, tasks, processes=threads,
+                            weights=[t.n_clusters for t in tasks], desc="consensus",
+                            unit="cluster")
 
 
 def _strands(task: ChunkTask, result: ChunkResult, names: list[str]) -> list[ConsensusStrand]:
