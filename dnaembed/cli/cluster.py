@@ -14,6 +14,7 @@ from dnaembed.cli.base import (
     plot_option,
     strand_option,
 )
+from dnaembed.cli.execution import execution_options
 from dnaembed.cluster import DbscanClusterer, GraphClusterer, KMeansClusterer
 from dnaembed.cluster.search import PROJECTED_DIM
 from dnaembed.io.formats import WRITE_FORMATS
@@ -22,11 +23,13 @@ from dnaembed.io.formats import WRITE_FORMATS
 METHOD_ONLY = {"max_dist": ("--max-dist", "graph"), "n_clusters": ("-k/--k", "kmeans"),
                "eps": ("--eps", "dbscan"), "min_samples": ("--min-samples", "dbscan"),
                "min_cluster_size": ("--min-cluster-size", "dbscan"),
-               "refine": ("--refine", "kmeans")}
+               "refine": ("--refine", "kmeans"), "workers": ("--workers", "graph"),
+               "scheduler": ("--scheduler", "graph")}
 
 
 @cli.command()
-@click.argument("reads", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("reads", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("-o", "--output", default="-", show_default=True,
               type=click.Path(dir_okay=False, allow_dash=True),
               help="Clusters of every read, in --format (.gz compresses).")
@@ -79,32 +82,41 @@ METHOD_ONLY = {"max_dist": ("--max-dist", "graph"), "n_clusters": ("-k/--k", "km
     type=constrained(GraphClusterer, "index"),
     default="auto",
     show_default=True,
-    help="Neighbour search: exact up to 20,000 reads, HNSW beyond (auto).",
+    help="kmeans, dbscan: neighbour search, exact up to 20,000 reads, HNSW beyond (auto); "
+    "graph: always exact, within partitions.",
 )
 @click.option(
     "--index-dim",
     type=constrained(GraphClusterer, "index_dim"),
     default=PROJECTED_DIM,
     show_default=True,
-    help="HNSW: build the graph on a PCA projection of the vectors to this many dimensions, "
-    "re-ranking its candidates at full width (0: on the full vectors).",
+    help="Search on a PCA projection of wider vectors to this many dimensions (0: the full "
+    "vectors); graph: the width of the partitions' search.",
+)
+@click.option(
+    "--partition-size", type=click.IntRange(min=256), default=4096, show_default=True,
+    help="graph: reads per partition (each partition is one task).",
 )
 @json_option("the summary (threshold, counts, sizes, times, model, versions)")
 @plot_option
 @inference_options
+@execution_options
 @common_options
-def cluster(reads: str, output: str, fmt: str, model_path: str | None, method: str,
-            strand: str, orientation_column: bool | None, centers: str | None,
+def cluster(reads: tuple[str, ...], output: str, fmt: str, model_path: str | None,
+            method: str, strand: str, orientation_column: bool | None, centers: str | None,
             size_labels: bool, json_path: str | None, plot_dir: str | None, device: str,
             batch_size: int | None, precision: str, seed: int, threads: int,
             **method_options) -> None:
-    """Cluster READS by strand; write every read's cluster.
+    """Cluster READS (one or more files, one run) by strand; write every read's cluster.
 
     Cluster ids are 0, 1, ... by decreasing cluster size; singletons included.
     With --strand both the TSV's third column gives each read's orientation
     (+/-) relative to its cluster's representative. The log (standard error)
-    reports the threshold chosen, the time per stage and the number of clusters.
-    READS may be - (standard input, plain or gzip).
+    reports the threshold chosen, how the work was split, the time per stage
+    and the number of clusters. READS may be - (standard input, plain or gzip).
+    The graph method runs in partitions, as tasks: here (--threads), on a Dask
+    LocalCluster (--workers) or on a Dask cluster (--scheduler); the output is
+    the same wherever they run.
     """
     from dnaembed.cli.jobs import cluster_job
 

@@ -44,7 +44,7 @@ def demo(out_dir: str, n_strands: int, preset: str, seed: int, threads: int) -> 
                               layout={"reverse_fraction": 0.5})
         echo_result(run_simulation(plan, out / "reads") + "\n")
         summary = run_job(
-            str(out / "reads.fastq.gz"), str(out), json_path=None, plot_dir=None,
+            (str(out / "reads.fastq.gz"),), str(out), json_path=None, plot_dir=None,
             truth=str(out / "reads.truth.tsv"), refs=str(out / "reads.refs.fasta"),
             model_path=None, strand="both", max_dist=None, expected_length=STRAND_LENGTH,
             min_size=1, device="auto", batch_size=None, precision="auto", seed=seed,

@@ -8,7 +8,7 @@ then reads, calls the library, and writes the results, the ``--json`` summary
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dnaembed.io.atomic import OutputSet
@@ -64,47 +64,111 @@ def open_outputs(outputs: Mapping[str, str | None], inputs: Mapping[str, str | N
     return OutputSet(outputs, inputs=inputs, directories=directories)
 
 
-def cluster_job(reads: str, *, outputs: Mapping[str, str | None], plot_dir: str | None,
-                fmt: str, model_path: str | None, method: str, strand: str, orientation: bool,
-                size_labels: bool, options: Mapping[str, object], device: str,
-                batch_size: int | None, precision: str, seed: int, threads: int) -> None:
-    """`dnaembed cluster`: reads in, clusters (and centers, summary, plots) out."""
-    from dnaembed.io.clusters import write_centers, write_clusters
-    from dnaembed.io.sequences import describe_path, read_sequences
-    from dnaembed.io.tables import command_header
+#: The options that say where the tasks run and within what (dnaembed.cli.execution).
+EXECUTION = ("workers", "scheduler", "memory", "tmpdir")
+
+
+def _named(reads: Sequence[str]) -> str | list[str]:
+    """The input(s) as the summary records them: one path, or the list of them."""
+    return reads[0] if len(reads) == 1 else list(reads)
+
+
+def input_names(reads: Sequence[str]) -> dict[str, str]:
+    """The inputs never to be overwritten, by the name messages give them."""
+    if len(reads) == 1:
+        return {"READS": reads[0]}
+    return {f"READS ({i})": path for i, path in enumerate(reads, start=1)}
+
+
+def cluster_job(reads: Sequence[str], *, outputs: Mapping[str, str | None],
+                plot_dir: str | None, fmt: str, model_path: str | None, method: str,
+                strand: str, orientation: bool, size_labels: bool,
+                options: Mapping[str, object], device: str, batch_size: int | None,
+                precision: str, seed: int, threads: int) -> None:
+    """`dnaembed cluster`: reads in, clusters (and centers, summary, plots) out.
+
+    The graph method runs partitioned, on the executor the options ask for
+    (:func:`dnaembed.pipeline.clustered_files`); kmeans and dbscan in memory.
+    """
     from dnaembed.log import set_threads
     from dnaembed.model.checkpoint import load_model, resolve_device
-    from dnaembed.pipeline import cluster_reads
-    from dnaembed.report.summary import command_summary
 
     timings = Timings()
-    with open_outputs(outputs, {"READS": reads}, plot_dir) as out:
+    with open_outputs(outputs, input_names(reads), plot_dir) as out:
         workers = set_threads(threads)
         with timings("model"):
             checkpoint = load_model(model_path, resolve_device(device))
-        with timings("read"):
-            read_set = read_sequences(reads)
-        params = estimator_params(method, options, seed=seed, threads=workers)
-        result = cluster_reads(read_set.seqs, checkpoint.model, method=method, strand=strand,
-                               params=params, batch_size=batch_size, precision=precision)
+        job = _ClusterOutputs(out, outputs, plot_dir, fmt, model_path, method, strand,
+                              orientation, size_labels, seed, checkpoint, timings, reads)
+        if method != "graph":
+            from dnaembed.io.readstore import stream_reads
+            from dnaembed.pipeline import cluster_reads
+
+            with timings("read"):
+                read_set = stream_reads(reads).read_set()
+            params = estimator_params(method, options, seed=seed, threads=workers)
+            result = cluster_reads(read_set.seqs, checkpoint.model, method=method,
+                                   strand=strand, params=params, batch_size=batch_size,
+                                   precision=precision)
+            job.write(read_set.ids, read_set.seqs, result, params)
+            return
+        from dnaembed.cli.execution import open_executor
+        from dnaembed.pipeline import clustered_files
+
+        graph = {"max_dist": options.get("max_dist"), "neighbours": options["neighbours"],
+                 "rescue": options["rescue"], "search_dim": options["index_dim"],
+                 "partition_size": options["partition_size"]}
+        with (
+            open_executor(options.get("workers"), options.get("scheduler"), threads,
+                          options.get("memory")) as executor,
+            clustered_files(reads, checkpoint.model, executor, strand=strand, params=graph,
+                            memory=options.get("memory"), tmpdir=options.get("tmpdir"),
+                            seed=seed, precision=precision, batch_size=batch_size
+                            ) as (result, store),
+        ):
+            params = {"max_dist": graph["max_dist"], "neighbours": graph["neighbours"],
+                      "rescue": graph["rescue"], "index_dim": options["index_dim"],
+                      "partition_size": result.stats.get("partition_size"), "seed": seed}
+            job.write(store.ids, store.seqs, result, params)
+
+
+class _ClusterOutputs:
+    """Writes what `cluster` makes: the table, the centres, the summary, the log line."""
+
+    def __init__(self, out: OutputSet, outputs, plot_dir, fmt, model_path, method, strand,
+                 orientation, size_labels, seed, checkpoint, timings, reads) -> None:
+        self.out, self.outputs, self.plot_dir, self.fmt = out, outputs, plot_dir, fmt
+        self.model_path, self.method, self.strand = model_path, method, strand
+        self.orientation, self.size_labels, self.seed = orientation, size_labels, seed
+        self.checkpoint, self.timings, self.reads = checkpoint, timings, reads
+
+    def write(self, ids, seqs, result, params: dict) -> None:
+        from dnaembed.io.clusters import write_centers, write_clusters
+        from dnaembed.io.sequences import describe_path
+        from dnaembed.io.tables import command_header
+        from dnaembed.report.summary import command_summary
+
+        out, timings = self.out, self.timings
         timings.update(result.timings)
         with timings("write"):
             header = command_header("cluster", header_params(
-                model_path, result, params, method=method, strand=strand))
-            write_clusters(out.path("-o/--output"), read_set.ids, result, header=header,
-                           orientation=orientation, fmt=fmt, seqs=read_set.seqs)
-            if outputs.get("--centers") is not None:
-                write_centers(out.path("--centers"), read_set.ids, read_set.seqs, result,
-                              size_labels=size_labels)
-        summary = command_summary("cluster", {"reads": reads, "format": fmt, **params},
-                                  seed=seed, reads=len(read_set), result=result,
-                                  checkpoint=checkpoint, timings=timings)
-        finish(out, summary, outputs.get("--json"), plot_dir)
-    if len(read_set) == 0:
-        logger.warning("%s: no reads; wrote an empty table", describe_path(reads))
-    stages = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
-    logger.info("%d reads in %d clusters (%s)", len(read_set), result.n_clusters, stages)
-
+                self.model_path, result, params, method=self.method, strand=self.strand))
+            write_clusters(out.path("-o/--output"), ids, result, header=header,
+                           orientation=self.orientation, fmt=self.fmt, seqs=seqs)
+            if self.outputs.get("--centers") is not None:
+                write_centers(out.path("--centers"), ids, seqs, result,
+                              size_labels=self.size_labels)
+        n = len(result.labels)
+        summary = command_summary(
+            "cluster", {"reads": _named(self.reads), "format": self.fmt, **params},
+            seed=self.seed, reads=n, result=result, checkpoint=self.checkpoint,
+            timings=timings)
+        finish(out, summary, self.outputs.get("--json"), self.plot_dir)
+        if n == 0:
+            logger.warning("%s: no reads; wrote an empty table",
+                           ", ".join(describe_path(r) for r in self.reads))
+        stages = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
+        logger.info("%d reads in %d clusters (%s)", n, result.n_clusters, stages)
 
 
 def consensus_job(reads: str, clusters: str, *, outputs: Mapping[str, str | None],
@@ -164,56 +228,88 @@ def _label_counts(labels: Mapping[str, str]) -> dict[str, int]:
 RUN_FILES = ("clusters.tsv", "strands.fasta", "strands.tsv")
 
 
-def run_job(reads: str, out_dir: str, *, json_path: str | None, plot_dir: str | None,
-            truth: str | None, refs: str | None, model_path: str | None, strand: str,
-            max_dist: int | None, expected_length: int | None, min_size: int, device: str,
-            batch_size: int | None, precision: str, seed: int, threads: int) -> dict:
-    """`dnaembed run`: reads in, clusters and strands out (scored when given a truth); summary."""
-    from dnaembed.consensus import write_strand_report, write_strands
+def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
+            plot_dir: str | None, truth: str | None, refs: str | None, model_path: str | None,
+            strand: str, max_dist: int | None, expected_length: int | None, min_size: int,
+            device: str, batch_size: int | None, precision: str, seed: int, threads: int,
+            partition_size: int = 4096, workers: int | None = None,
+            scheduler: str | None = None, memory: int | None = None,
+            tmpdir: str | None = None) -> dict:
+    """`dnaembed run`: reads in, clusters and strands out (scored when given a truth); summary.
+
+    The clustering runs partitioned on the executor the options ask for, the
+    consensus on it too when it is Dask (:func:`dnaembed.pipeline.strands_from_files`).
+    """
+    from dnaembed.cli.execution import open_executor
     from dnaembed.evaluate.clustering import read_truth
-    from dnaembed.io.clusters import write_clusters
     from dnaembed.io.sequences import read_sequences
-    from dnaembed.io.tables import command_header
     from dnaembed.log import set_threads
     from dnaembed.model.checkpoint import load_model, resolve_device
-    from dnaembed.pipeline import reads_to_strands
-    from dnaembed.report.summary import command_summary
+    from dnaembed.pipeline import strands_from_files
 
     files = {name: str(Path(out_dir) / name) for name in RUN_FILES}
     timings = Timings()
-    with open_outputs({**files, "--json": json_path}, {"READS": reads, "--truth": truth,
-                      "--refs": refs}, plot_dir, directories=(out_dir,)) as out:
-        workers = set_threads(threads)
+    inputs = {**input_names(reads), "--truth": truth, "--refs": refs}
+    with open_outputs({**files, "--json": json_path}, inputs, plot_dir,
+                      directories=(out_dir,)) as out:
+        cores = set_threads(threads)
         with timings("model"):
             checkpoint = load_model(model_path, resolve_device(device))
-        with timings("read"):
-            read_set = read_sequences(reads)
-            # The references and the truth before the long work: a bad file fails fast.
-            ref_set = read_sequences(refs) if refs else None
-            if truth is not None:
-                read_truth(truth)
-        result, strands = reads_to_strands(
-            read_set, checkpoint.model, strand=strand, params={"max_dist": max_dist},
-            expected_length=expected_length, min_size=min_size, seed=seed, threads=workers,
-            batch_size=batch_size, precision=precision)
-        timings.update(result.timings)
-        params = {"reads": reads, **header_params(model_path, result, {}, strand=strand),
-                  "length": expected_length, "min_size": min_size, "seed": seed}
-        with timings("write"):
-            header = command_header("run", params)
-            write_clusters(out.path("clusters.tsv"), read_set.ids, result, header=header,
-                           orientation=strand == "both")
-            write_strands(out.path("strands.fasta"), strands)
-            write_strand_report(out.path("strands.tsv"), strands, header=header)
-        scores = _run_scores(out.path("clusters.tsv"), truth, ref_set, strands, workers)
-        summary = command_summary("run", params, seed=seed, reads=len(read_set), result=result,
-                                  strands=strands, checkpoint=checkpoint, timings=timings,
-                                  scores=scores, outputs=list(files.values()))
+        # The references and the truth before the long work: a bad file fails fast.
+        ref_set = read_sequences(refs) if refs else None
+        if truth is not None:
+            read_truth(truth)
+        with (
+            open_executor(workers, scheduler, threads, memory) as executor,
+            strands_from_files(
+                reads, checkpoint.model, executor, strand=strand,
+                params={"max_dist": max_dist, "partition_size": partition_size},
+                expected_length=expected_length, min_size=min_size, memory=memory,
+                tmpdir=tmpdir, seed=seed, threads=cores, batch_size=batch_size,
+                precision=precision) as (result, strands, store),
+        ):
+            timings.update(result.timings)
+            params = {"reads": " ".join(reads),
+                      **header_params(model_path, result, {}, strand=strand),
+                      "length": expected_length, "min_size": min_size,
+                      "partition_size": result.stats.get("partition_size"), "seed": seed}
+            with timings("write"):
+                _write_run(out, store.ids, result, strands, _run_header(params),
+                           strand)
+            n_reads = len(store)
+        scores = _run_scores(out.path("clusters.tsv"), truth, ref_set, strands, cores)
+        summary = _run_summary(params, seed, n_reads, result, strands, checkpoint,
+                                     timings, scores, list(files.values()))
         finish(out, summary, json_path, plot_dir)
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
-    logger.info("%d reads, %d clusters, %d strands (%s)", len(read_set), result.n_clusters,
+    logger.info("%d reads, %d clusters, %d strands (%s)", n_reads, result.n_clusters,
                 len(strands), stages)
     return summary
+
+
+def _run_header(params: dict) -> str:
+    from dnaembed.io.tables import command_header
+
+    return command_header("run", params)
+
+
+def _run_summary(params, seed, n_reads, result, strands, checkpoint, timings, scores,
+                       outputs) -> dict:
+    from dnaembed.report.summary import command_summary
+
+    return command_summary("run", params, seed=seed, reads=n_reads, result=result,
+                           strands=strands, checkpoint=checkpoint, timings=timings,
+                           scores=scores, outputs=outputs)
+
+
+def _write_run(out: OutputSet, ids, result, strands, header: str, strand: str) -> None:
+    from dnaembed.consensus import write_strand_report, write_strands
+    from dnaembed.io.clusters import write_clusters
+
+    write_clusters(out.path("clusters.tsv"), ids, result, header=header,
+                   orientation=strand == "both")
+    write_strands(out.path("strands.fasta"), strands)
+    write_strand_report(out.path("strands.tsv"), strands, header=header)
 
 
 def _run_scores(clusters_path, truth, ref_set, strands, workers: int) -> dict[str, object]:

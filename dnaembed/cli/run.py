@@ -15,11 +15,13 @@ from dnaembed.cli.base import (
     plot_option,
     strand_option,
 )
+from dnaembed.cli.execution import execution_options
 from dnaembed.cluster import GraphClusterer
 
 
 @cli.command()
-@click.argument("reads", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("reads", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "-o",
     "--output",
@@ -58,12 +60,17 @@ from dnaembed.cluster import GraphClusterer
     type=click.Path(dir_okay=False),
     help="Also score the strands: the reference strands (FASTA).",
 )
+@click.option(
+    "--partition-size", type=click.IntRange(min=256), default=4096, show_default=True,
+    help="Reads per partition of the clustering (each partition is one task).",
+)
 @json_option("the summary (threshold, counts, sizes, support, times, model, versions, scores)")
 @plot_option
 @inference_options
+@execution_options
 @common_options
 def run(
-    reads: str,
+    reads: tuple[str, ...],
     out_dir: str,
     json_path: str | None,
     plot_dir: str | None,
@@ -71,7 +78,7 @@ def run(
     threads: int,
     **options,
 ) -> None:
-    """Cluster READS and reconstruct one strand per cluster, with the bundled model.
+    """Cluster READS (one or more files, one run) and reconstruct one strand per cluster.
 
     `dnaembed cluster` then `dnaembed consensus` in one command (graph method,
     threshold from the data). Writes OUT/clusters.tsv (read_id, cluster_id,

@@ -37,6 +37,7 @@ def consensus_strands(
     quals: Sequence[str] | None = None,
     seed: int = 0,
     threads: int = 1,
+    runner=None,
 ) -> list[ConsensusStrand]:
     """One consensus strand per cluster of ``reads`` (algorithm: :mod:`dnaembed.consensus.engine`).
 
@@ -50,7 +51,8 @@ def consensus_strands(
     ReadSet's) break ties between medoid candidates and weigh substitutions and
     insertions when polishing. ``threads`` > 1 runs chunks of
     ``CHUNK_CLUSTERS`` clusters in that many processes (0: all cores); the result
-    is the same whatever the number.
+    is the same whatever the number. ``runner``: an executor of
+    :mod:`dnaembed.execute` (a Dask cluster) to run the chunks on instead.
 
     Strands come in the order of each cluster's first read in ``reads``.
     """
@@ -69,19 +71,21 @@ def consensus_strands(
         seed=seed,
         iterations=max_iterations if refine else 0,
     )
-    results = map_in_processes(
-        reconstruct_chunk,
-        tasks,
-        processes=threads,
-        weights=[t.n_clusters for t in tasks],
-        desc="consensus",
-        unit="cluster",
-    )
+    results = _run_chunks(tasks, threads, runner)
     return [
         strand
         for task, result in zip(tasks, results)
         for strand in _strands(task, result, grouped.names)
     ]
+
+
+def _run_chunks(tasks: list[ChunkTask], threads: int, runner) -> list[ChunkResult]:
+    """The chunks on ``runner`` (an executor) when given, else in ``threads`` processes."""
+    if runner is not None:
+        return list(runner.map(reconstruct_chunk, tasks, desc="consensus", unit="chunk"))
+    return map_in_processes(reconstruct_chunk, tasks, processes=threads,
+                            weights=[t.n_clusters for t in tasks], desc="consensus",
+                            unit="cluster")
 
 
 def _strands(task: ChunkTask, result: ChunkResult, names: list[str]) -> list[ConsensusStrand]:
