@@ -5,10 +5,17 @@ Simulates the issue's sets (10,000 strands of 150 nt, negative-binomial
 coverage of mean 10, per channel preset), clusters each with every method
 (graph, kmeans, dbscan) on default settings, and prints one Markdown table:
 A_0.8 / A_0.9 / A_1.0, ARI, NMI, clusters, wall time split into stages
-(read, embed, search, check, link/fit, rescue, write) and peak memory. Also,
-on request, the real ldpc-exp7 set (``--real``) and a scaling series
+(read, embed, search, check, link/fit, split, rescue, write) and peak memory.
+Also, on request, the real ldpc-exp7 set (``--real``), related design pools
+(``--related``: ``related-partners``, 2,000 designs of 110 nt, 30% of them in
+pairs shifted by 14 nt, and ``related-windows``, 2,000 overlapping windows 14 nt
+apart; nanopore, coverage 27) and a scaling series
 (``--scaling 10000,100000,1000000`` reads; graph, ``--strand plus`` and
 ``both``; ``--scaling-strands plus`` for one).
+
+``--compare SRC`` runs every set a second time with the ``dnaembed`` package
+of another source tree (``git worktree add SRC main``, or ``git archive``),
+side by side in the same script run: rows ``SRC`` and ``this``.
 
 Every run happens in a fresh subprocess of this script (``--worker``), so the
 peak memory reported is that run's own (``resource.getrusage``), and it runs
@@ -19,6 +26,7 @@ the TSV), timed stage by stage.
     python scripts/bench_cluster.py --strands 1000 --methods graph   # quick
     python scripts/bench_cluster.py --real --presets none --methods graph
     python scripts/bench_cluster.py --presets none --scaling 10000,100000,1000000
+    python scripts/bench_cluster.py --presets none --related --methods graph --compare ../main
 """
 
 from __future__ import annotations
@@ -33,13 +41,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import REAL_READS, REAL_TRUTH
+from benchlib import REAL_READS, REAL_TRUTH, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def simulate_set(prefix: Path, preset: str, strands: int, length: int, coverage: float,
-                 realistic: bool, seed: int) -> None:
+                 realistic: bool, seed: int, related: dict | None = None) -> None:
     """Write PREFIX.fastq.gz and PREFIX.truth.tsv like `dnaembed simulate` does."""
     from dnaembed.sim.simulate import SimulationPlan, run_simulation
 
@@ -50,8 +58,17 @@ def simulate_set(prefix: Path, preset: str, strands: int, length: int, coverage:
         n_strands=strands, length=(length, length), preset=preset, seed=seed,
         primer_length=25 if realistic else 0,
         coverage={"model": "negbin", "mean": coverage, "dispersion": 5.0}, layout=layout,
+        related=related or {},
     )
     run_simulation(plan, prefix)
+
+
+#: The related pools of ``--related`` (issue 15): name -> RelatedDesigns options.
+RELATED_SETS = {
+    "related-partners": {"partner_fraction": 0.3, "partner_shift": 14},
+    "related-windows": {"window_shift": 14},
+}
+RELATED_STRANDS, RELATED_LENGTH, RELATED_COVERAGE = 2000, 110, 27.0
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -98,10 +115,12 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def run_worker(reads: Path, truth: Path | None, method: str, strand: str, args,
-               workdir: Path, index_dim: int | None = None) -> dict:
+               workdir: Path, index_dim: int | None = None, source: str | None = None) -> dict:
+    """One run in a fresh process; ``source``: a source tree whose dnaembed it runs."""
+    tag = method + ("" if index_dim is None else str(index_dim))
+    tag += "." + Path(source).name if source else ""
     cmd = [sys.executable, __file__, "--worker", "--reads", str(reads), "--method", method,
-           "--strand", strand, "--output",
-           str(workdir / f"{reads.stem}.{method}{'' if index_dim is None else index_dim}.tsv"),
+           "--strand", strand, "--output", str(workdir / f"{reads.stem}.{tag}.tsv"),
            "--threads", str(args.threads), "--seed", str(args.seed)]
     if index_dim is not None:
         cmd += ["--index-dim", str(index_dim)]
@@ -110,24 +129,28 @@ def run_worker(reads: Path, truth: Path | None, method: str, strand: str, args,
     if args.model:
         cmd += ["--model", args.model]
     env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", PYTHONWARNINGS="ignore")
+    if source:
+        env["PYTHONPATH"] = str(Path(source).resolve())
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-STAGES = ("read", "dedupe", "embed", "search", "check", "link", "kmeans", "dbscan", "rescue",
-          "write")
+STAGES = ("read", "dedupe", "embed", "search", "check", "link", "kmeans", "dbscan", "split",
+          "rescue", "write")
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| set | method | strand | reads | A_0.8 | A_0.9 | A_1.0 | ARI | NMI | clusters "
+    head = ("| set | code | method | strand | reads | A_0.8 | A_0.9 | A_1.0 | ARI | NMI | clusters "
             "(true) | time s | " + " | ".join(STAGES) + " | peak MiB | load |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         res = r["result"]
         if "error" in res:
-            lines.append(f"| {r['set']} | {r['method']} | {r['strand']} | error: {res['error']} |")
+            lines.append(f"| {r['set']} | {r['code']} | {r['method']} | {r['strand']} | "
+                         f"error: {res['error']} |")
             continue
         s = res.get("scores", {})
         f = {k: (f"{s[k]:.4f}" if k in s else "-") for k in ("A_0.8", "A_0.9", "A_1.0", "ARI",
@@ -136,7 +159,8 @@ def table(rows: list[dict]) -> str:
         stages = " | ".join(f"{res['stages'].get(k, 0):.1f}" for k in STAGES)
         true = s.get("true_clusters", "-")
         lines.append(
-            f"| {r['set']} | {r['method']} | {r['strand']} | {res['reads']:,} | {f('A_0.8')} | "
+            f"| {r['set']} | {r['code']} | {r['method']} | {r['strand']} | {res['reads']:,} | "
+            f"{f('A_0.8')} | "
             f"{f('A_0.9')} | {f('A_1.0')} | {f('ARI')} | {f('NMI')} | {res['clusters']:,} "
             f"({true}) | {res['seconds']:.1f} | {stages} | {res['peak_mib']:.0f} | "
             f"{res['load'][0]:.1f}/{res['load'][1]:.1f} |"
@@ -157,6 +181,12 @@ def main() -> None:
                    help="also reverse complements (50%%), truncated reads (10%%), "
                         "contaminants (1%%) and 25-nt primers")
     p.add_argument("--real", action="store_true", help="also the real ldpc-exp7 set")
+    p.add_argument("--related", action="store_true",
+                   help=f"also the related design pools ({', '.join(RELATED_SETS)})")
+    p.add_argument("--compare", metavar="SRC",
+                   help="also run every set with the dnaembed of this source tree")
+    p.add_argument("--write-docs", action="store_true",
+                   help="write the table into docs/benchmarks.md")
     p.add_argument("--scaling", default="",
                    help="comma-separated read counts for a graph-method scaling series")
     p.add_argument("--scaling-strands", default="plus,both",
@@ -201,12 +231,17 @@ def main() -> None:
 
     index_dims = [int(x) for x in args.index_dims.split(",") if x] or [None]
 
+    sources = ([args.compare] if args.compare else []) + [None]
+
     def record(name, method, strand, reads, truth):
         for dim in index_dims:
-            result = run_worker(reads, truth, method, strand, args, workdir, dim)
-            label = method if dim is None else f"{method}, index-dim {dim}"
-            rows.append({"set": name, "method": label, "strand": strand, "result": result})
-            print(table(rows[-1:]).splitlines()[-1], flush=True)
+            for source in sources:
+                result = run_worker(reads, truth, method, strand, args, workdir, dim, source)
+                label = method if dim is None else f"{method}, index-dim {dim}"
+                code = Path(source).name if source else "this"
+                rows.append({"set": name, "code": code, "method": label, "strand": strand,
+                             "result": result})
+                print(table(rows[-1:]).splitlines()[-1], flush=True)
 
     for preset in presets:
         name = f"{preset}{'-realistic' if args.realistic else ''}"
@@ -214,6 +249,14 @@ def main() -> None:
         if not Path(f"{prefix}.fastq.gz").exists():
             simulate_set(prefix, preset, args.strands, args.length, args.coverage,
                          args.realistic, args.seed)
+        for method in methods:
+            record(name, method, args.strand, Path(f"{prefix}.fastq.gz"),
+                   Path(f"{prefix}.truth.tsv"))
+    for name, related in (RELATED_SETS.items() if args.related else ()):
+        prefix = workdir / name
+        if not Path(f"{prefix}.fastq.gz").exists():
+            simulate_set(prefix, "nanopore", RELATED_STRANDS, RELATED_LENGTH, RELATED_COVERAGE,
+                         False, args.seed, related)
         for method in methods:
             record(name, method, args.strand, Path(f"{prefix}.fastq.gz"),
                    Path(f"{prefix}.truth.tsv"))
@@ -231,6 +274,8 @@ def main() -> None:
                    Path(f"{prefix}.truth.tsv"))
 
     print("\n" + table(rows))
+    if args.write_docs:
+        write_section("Clustering (bench_cluster.py)", table(rows))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(rows, indent=1))
 

@@ -26,6 +26,7 @@ the embedding work (see :mod:`dnaembed.cluster.graph`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -149,9 +150,22 @@ class Clusterer:
         reverse: ReverseSource | None = None,
         sample_weight: np.ndarray | None = None,
     ) -> Clusterer:
-        """Cluster ``reads`` (upper-case ACGTN strings) given their embeddings."""
+        """Cluster ``reads`` (upper-case ACGTN strings) given their embeddings.
+
+        Reads far longer than the rest are set apart first, so that they change
+        no other read's cluster (:mod:`dnaembed.cluster.extreme`).
+        """
+        from dnaembed.cluster.extreme import far_longer, fit_set_apart
+
         validate_params(self, self._parameter_constraints)
         data = self._validate(embeddings, reads, reverse, sample_weight)
+        apart = far_longer(data.lengths)
+        if apart.any():
+            return fit_set_apart(self, data, apart)
+        return self._fit_data(data)
+
+    def _fit_data(self, data: FitData) -> Clusterer:
+        """``fit`` on validated data."""
         self.timings_: dict[str, float] = {}
         self.stats_: dict[str, object] = {}
         self.threshold_: Threshold | None = None
@@ -347,12 +361,14 @@ class Clusterer:
             return self.threshold_
         sample, dist = self._sample_pairs(data)
         shorter = np.minimum(data.lengths[sample.lo], data.lengths[sample.hi])
-        full = shorter >= FULL_LENGTH_FRACTION * data.median_length
-        use = full if full.sum() >= 100 else np.ones(len(dist), dtype=bool)
-        est = estimate_threshold(dist[use], data.median_length)
+        longer = np.maximum(data.lengths[sample.lo], data.lengths[sample.hi])
+        # Pairs of typical lengths only: extreme lengths are far from everything.
+        typical = (shorter >= FULL_LENGTH_FRACTION * data.median_length) & (
+            longer <= data.median_length / FULL_LENGTH_FRACTION)
+        use = typical if typical.sum() >= 100 else np.ones(len(dist), dtype=bool)
+        est = estimate_threshold(dist[use], data.median_length, longer[use])
         if user_value is not None:
-            est = Threshold(int(user_value), "user", est.same_peak, est.unrelated_peak,
-                            est.pairs, est.reference_length)
+            est = dataclasses.replace(est, max_dist=int(user_value), source="user")
         self.threshold_ = est
         noisy = est.source == "fallback" and len(data) > 50
         (logger.warning if noisy else logger.info)("%s", est.describe())
