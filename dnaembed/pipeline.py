@@ -180,7 +180,7 @@ def clustered_files(
             work = plan_work(memory, runner, units=len(units), model=model, params=params)
             logger.info("%s", work.describe())
             graph = {k: params[k] for k in ("max_dist", "neighbours", "guard", "guard_factor",
-                                            "rescue", "rescue_max_size") if k in params}
+                                            "rescue", "rescue_max_size", "split") if k in params}
             found = cluster_units(units, model, runner, plan=work.plan, spill=spill, both=both,
                                   seed=seed, precision=precision, batch_size=batch_size, **graph)
             if found.stats.get("truncated"):

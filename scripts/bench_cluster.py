@@ -5,8 +5,11 @@ Simulates the issue's sets (10,000 strands of 150 nt, negative-binomial
 coverage of mean 10, per channel preset), clusters each with every method
 (graph, kmeans, dbscan) on default settings, and prints one Markdown table:
 A_0.8 / A_0.9 / A_1.0, ARI, NMI, clusters, wall time split into stages
-(read, embed, search, check, link/fit, rescue, write) and peak memory. Also,
-on request, the real ldpc-exp7 set (``--real``) and a scaling series
+(read, embed, search, check, link/fit, split, rescue, write) and peak memory. Also,
+on request, the real ldpc-exp7 set (``--real``), related design pools
+(``--related``: ``related-partners``, 2,000 designs of 110 nt, 30% of them in
+pairs shifted by 14 nt, and ``related-windows``, 2,000 overlapping windows 14 nt
+apart; nanopore, coverage 27) and a scaling series
 (``--scaling 10000,100000,1000000`` reads; graph, ``--strand plus`` and
 ``both``; ``--scaling-strands plus`` for one).
 
@@ -47,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def simulate_set(prefix: Path, preset: str, strands: int, length: int, coverage: float,
-                 realistic: bool, seed: int) -> None:
+                 realistic: bool, seed: int, related: dict | None = None) -> None:
     """Write PREFIX.fastq.gz and PREFIX.truth.tsv like `dnaembed simulate` does."""
     from dnaembed.sim.simulate import SimulationPlan, run_simulation
 
@@ -58,6 +61,7 @@ def simulate_set(prefix: Path, preset: str, strands: int, length: int, coverage:
         n_strands=strands, length=(length, length), preset=preset, seed=seed,
         primer_length=25 if realistic else 0,
         coverage={"model": "negbin", "mean": coverage, "dispersion": 5.0}, layout=layout,
+        related=related or {},
     )
     run_simulation(plan, prefix)
 
@@ -82,6 +86,14 @@ def use_code(directory: str) -> None:
     sys.meta_path[:] = [f for f in sys.meta_path
                         if "__editable__" not in getattr(f, "__module__", "")]
     sys.path.insert(0, str(Path(directory).resolve()))
+
+
+#: The related pools of ``--related`` (issue 15): name -> RelatedDesigns options.
+RELATED_SETS = {
+    "related-partners": {"partner_fraction": 0.3, "partner_shift": 14},
+    "related-windows": {"window_shift": 14},
+}
+RELATED_STRANDS, RELATED_LENGTH, RELATED_COVERAGE = 2000, 110, 27.0
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -152,8 +164,8 @@ def run_worker(reads: Path, truth: Path | None, method: str, strand: str, args,
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-STAGES = ("read", "dedupe", "embed", "search", "check", "link", "kmeans", "dbscan", "rescue",
-          "write")
+STAGES = ("read", "dedupe", "embed", "search", "check", "link", "kmeans", "dbscan", "split",
+          "rescue", "write")
 
 
 def table(rows: list[dict]) -> str:
@@ -193,6 +205,8 @@ def main() -> None:
                    help="also reverse complements (50%%), truncated reads (10%%), "
                         "contaminants (1%%) and 25-nt primers")
     p.add_argument("--real", action="store_true", help="also the real ldpc-exp7 set")
+    p.add_argument("--related", action="store_true",
+                   help=f"also the related design pools ({', '.join(RELATED_SETS)})")
     p.add_argument("--scaling", default="",
                    help="comma-separated read counts for a graph-method scaling series")
     p.add_argument("--scaling-strands", default="plus,both",
@@ -259,6 +273,14 @@ def main() -> None:
         if not Path(f"{prefix}.fastq.gz").exists():
             simulate_set(prefix, preset, args.strands, args.length, args.coverage,
                          args.realistic, args.seed)
+        for method in methods:
+            record(name, method, args.strand, Path(f"{prefix}.fastq.gz"),
+                   Path(f"{prefix}.truth.tsv"))
+    for name, related in (RELATED_SETS.items() if args.related else ()):
+        prefix = workdir / name
+        if not Path(f"{prefix}.fastq.gz").exists():
+            simulate_set(prefix, "nanopore", RELATED_STRANDS, RELATED_LENGTH, RELATED_COVERAGE,
+                         False, args.seed, related)
         for method in methods:
             record(name, method, args.strand, Path(f"{prefix}.fastq.gz"),
                    Path(f"{prefix}.truth.tsv"))

@@ -6,7 +6,6 @@ import pytest
 from dnaembed.cluster import DbscanClusterer, GraphClusterer, KMeansClusterer, make_clusterer
 from dnaembed.cluster.dedupe import unique_reads
 from dnaembed.cluster.kmers import KmerIndex
-from dnaembed.cluster.threshold import estimate_threshold, fallback_threshold
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
 from dnaembed.evaluate.clustering import clustering_scores
@@ -224,19 +223,6 @@ def test_estimator_interface(model):
 
 
 # ------------------------------------------------------------------ parts
-
-
-def test_threshold_sits_in_the_gap_between_the_two_peaks():
-    rng = np.random.default_rng(0)
-    same = rng.normal(12, 3, 4000).clip(0).astype(int)
-    unrelated = rng.normal(75, 4, 3000).astype(int)
-    t = estimate_threshold(np.concatenate([same, unrelated]), 150)
-    assert t.source == "data" and 30 <= t.max_dist <= 55
-    assert t.same_peak in range(9, 16) and t.unrelated_peak in range(70, 81)
-    assert t.cuts(np.array([150, 75])).tolist() == [t.max_dist, t.max_dist // 2]
-    flat = estimate_threshold(rng.normal(70, 4, 3000).astype(int), 150)
-    assert flat.source == "fallback" and flat.max_dist == fallback_threshold(150) == 45
-    assert estimate_threshold(np.array([1, 2, 3]), 100).source == "fallback"
 
 
 def test_unique_reads_collapse_copies_in_either_orientation():

@@ -218,7 +218,8 @@ def test_cluster_takes_several_files_as_one_run(sim, small_model, tmp_path):
     assert one.read_bytes() == two.read_bytes()
     # An output over an input, or an id in both lanes, is refused without output.
     assert_clean_error(run_cli("cluster", str(d / "lane1.fastq.gz"), "-o",
-                               str(d / "lane1.fastq.gz"), *common), "is an input file")
+                               str(d / "lane1.fastq.gz"), *common), "is the input READS",
+                       code=2)
     assert_clean_error(run_cli("cluster", str(d / "lane1.fastq.gz"), str(d / "lane1.fastq.gz"),
                                "-o", str(tmp_path / "dup.tsv"), *common), "duplicate read id")
     assert not (tmp_path / "dup.tsv").exists()

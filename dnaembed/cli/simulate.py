@@ -52,6 +52,42 @@ from dnaembed.sim.channel import PRESETS
 @click.option("--primer-5", "primer5", help="Explicit 5' primer (overrides --primers).")
 @click.option("--primer-3", "primer3", help="Explicit 3' primer (overrides --primers).")
 @click.option(
+    "--window-shift",
+    type=click.IntRange(min=1),
+    help="Related pool: designs are overlapping windows of one random sequence, each "
+    "starting this many nt after the previous (Goldman et al. 2013).",
+)
+@click.option(
+    "--shared-region",
+    "shared_length",
+    type=click.IntRange(min=1),
+    help="Related pool: this many nt (an address or index region) identical in every design.",
+)
+@click.option(
+    "--shared-start",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Where the shared region starts in each design (0-based, primers not counted).",
+)
+@click.option(
+    "--partners",
+    "partner_fraction",
+    type=FRACTION,
+    help="Related pool: fraction of the designs that form pairs of related designs "
+    "(with --partner-shift or --partner-edits).",
+)
+@click.option(
+    "--partner-shift",
+    type=click.IntRange(min=1),
+    help="A partner is its design shifted by this many nt (new bases at the end).",
+)
+@click.option(
+    "--partner-edits",
+    type=click.IntRange(min=1),
+    help="A partner is its design with exactly this many substitutions (edit distance).",
+)
+@click.option(
     "--preset",
     type=click.Choice(list(PRESETS)),
     default="nanopore",
@@ -144,6 +180,12 @@ def simulate(
     primer_length,
     primer5,
     primer3,
+    window_shift,
+    shared_length,
+    shared_start,
+    partner_fraction,
+    partner_shift,
+    partner_edits,
     preset,
     sub,
     ins,
@@ -166,9 +208,17 @@ def simulate(
     """Simulate sequencing reads of DNA-storage strands, with the truth.
 
     Writes PREFIX.fastq.gz (shuffled reads), PREFIX.truth.tsv (read_id, strand_id,
-    orientation) and PREFIX.refs.fasta; prints a summary.
+    orientation) and PREFIX.refs.fasta; prints a summary. Related pools
+    (--window-shift, --shared-region, --partners) keep every design its own strand.
     """
     from dnaembed.sim.simulate import SimulationPlan, run_simulation
+
+    if partner_fraction and bool(partner_shift) == bool(partner_edits):
+        raise click.UsageError("--partners needs one of --partner-shift or --partner-edits")
+    if (partner_shift or partner_edits) and not partner_fraction:
+        raise click.UsageError("--partner-shift and --partner-edits need --partners")
+    if shared_start and not shared_length:
+        raise click.UsageError("--shared-start needs --shared-region")
 
     plan = SimulationPlan(
         refs=refs,
@@ -202,6 +252,14 @@ def simulate(
             truncate_fraction=truncate_fraction,
             truncate_mean=truncate_mean,
             contaminant_fraction=contaminants,
+        ),
+        related=dict(
+            window_shift=window_shift or 0,
+            shared_length=shared_length or 0,
+            shared_start=shared_start if shared_length else 0,
+            partner_fraction=partner_fraction or 0.0,
+            partner_shift=partner_shift or 0,
+            partner_edits=partner_edits or 0,
         ),
         seed=seed,
     )

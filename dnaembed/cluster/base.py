@@ -36,15 +36,18 @@ from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs, levensh
 from dnaembed.cluster.labels import assemble
 from dnaembed.cluster.params import Interval, Options, validate_params
 from dnaembed.cluster.search import PROJECTED_DIM, NeighbourIndex, Neighbours, self_neighbours
-from dnaembed.cluster.threshold import SAMPLE_PAIRS, Threshold, estimate_threshold
+from dnaembed.cluster.threshold import (
+    FULL_LENGTH_FRACTION,
+    SAMPLE_PAIRS,
+    Threshold,
+    sample_threshold,
+)
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
 from dnaembed.log import logger
 
 #: Reads whose neighbours are checked in full to choose the threshold.
 THRESHOLD_SAMPLE_READS = 4_000
-#: Reads shorter than this fraction of the median length are left out of the threshold sample.
-FULL_LENGTH_FRACTION = 0.9
 
 ReverseSource = np.ndarray | Callable[[np.ndarray], np.ndarray]
 
@@ -149,9 +152,22 @@ class Clusterer:
         reverse: ReverseSource | None = None,
         sample_weight: np.ndarray | None = None,
     ) -> Clusterer:
-        """Cluster ``reads`` (upper-case ACGTN strings) given their embeddings."""
+        """Cluster ``reads`` (upper-case ACGTN strings) given their embeddings.
+
+        Reads far longer than the rest are set apart first, so that they change
+        no other read's cluster (:mod:`dnaembed.cluster.extreme`).
+        """
+        from dnaembed.cluster.extreme import far_longer, fit_set_apart
+
         validate_params(self, self._parameter_constraints)
         data = self._validate(embeddings, reads, reverse, sample_weight)
+        apart = far_longer(data.lengths)
+        if apart.any():
+            return fit_set_apart(self, data, apart)
+        return self._fit_data(data)
+
+    def _fit_data(self, data: FitData) -> Clusterer:
+        """``fit`` on validated data."""
         self.timings_: dict[str, float] = {}
         self.stats_: dict[str, object] = {}
         self.threshold_: Threshold | None = None
@@ -346,15 +362,11 @@ class Clusterer:
         if self.threshold_ is not None:
             return self.threshold_
         sample, dist = self._sample_pairs(data)
-        shorter = np.minimum(data.lengths[sample.lo], data.lengths[sample.hi])
-        full = shorter >= FULL_LENGTH_FRACTION * data.median_length
-        use = full if full.sum() >= 100 else np.ones(len(dist), dtype=bool)
-        est = estimate_threshold(dist[use], data.median_length)
+        lo, hi = data.lengths[sample.lo], data.lengths[sample.hi]
+        est, use = sample_threshold(dist, np.minimum(lo, hi), np.maximum(lo, hi),
+                                    data.median_length, user_value)
         # The sampled distances behind the cut, for the summary and its plot.
         self.stats_["distance_histogram"] = np.bincount(dist[use])
-        if user_value is not None:
-            est = Threshold(int(user_value), "user", est.same_peak, est.unrelated_peak,
-                            est.pairs, est.reference_length)
         self.threshold_ = est
         noisy = est.source == "fallback" and len(data) > 50
         (logger.warning if noisy else logger.info)("%s", est.describe())

@@ -19,7 +19,10 @@
    among all reads, checked exactly and linked as in step 3. That needs
    reverse-complement embeddings for one read per cluster instead of every read,
    which halves the embedding time at coverage ~10.
-5. Leftovers (clusters of at most ``rescue_max_size`` reads) get the infix
+5. Split check: a cluster whose reads form two groups, each far better
+   explained by its own medoid (two related designs joined by one close pair),
+   is split (:mod:`dnaembed.cluster.split`; ``split=False`` turns it off).
+6. Leftovers (clusters of at most ``rescue_max_size`` reads) get the infix
    alignment rescue of :mod:`dnaembed.cluster.rescue`.
 
 Cost: ``neighbours`` searches and checks per read (plus per cluster with both
@@ -38,6 +41,7 @@ from dnaembed.cluster.base import Clusterer, FitData
 from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs
 from dnaembed.cluster.params import Interval
 from dnaembed.cluster.search import PROJECTED_DIM
+from dnaembed.cluster.split import split_clusters
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.cluster.unionfind import ParityUnionFind
 from dnaembed.log import logger
@@ -49,8 +53,8 @@ class GraphClusterer(Clusterer):
     Parameters: ``max_dist`` (edit distance; None = chosen from the data),
     ``neighbours`` (per read), ``guard`` and ``guard_factor``, ``index`` ('auto',
     'exact', 'hnsw'), ``index_dim`` (HNSW graph on a PCA projection to this many
-    dimensions, 0 = the full vectors), ``rescue``, ``rescue_max_size``, ``threads`` (0 = all
-    cores), ``seed``.
+    dimensions, 0 = the full vectors), ``rescue``, ``rescue_max_size``, ``split`` (the check
+    after linking), ``threads`` (0 = all cores), ``seed``.
     """
 
     method = "graph"
@@ -59,6 +63,7 @@ class GraphClusterer(Clusterer):
         "max_dist": [None, Interval(integer=True, low=0)],
         "guard": ["boolean"],
         "guard_factor": [Interval(integer=False, low=0, closed="neither")],
+        "split": ["boolean"],
     }
 
     def __init__(
@@ -72,6 +77,7 @@ class GraphClusterer(Clusterer):
         index_dim: int = PROJECTED_DIM,
         rescue: bool = True,
         rescue_max_size: int = 2,
+        split: bool = True,
         threads: int = 0,
         seed: int = 0,
     ) -> None:
@@ -83,6 +89,7 @@ class GraphClusterer(Clusterer):
         self.max_dist = max_dist
         self.guard = guard
         self.guard_factor = guard_factor
+        self.split = split
 
     def _cluster(self, data: FitData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = len(data)
@@ -119,7 +126,21 @@ class GraphClusterer(Clusterer):
         groups, parity = linker.uf.labels()
         self.stats_.update(merges=linker.merges, guard_refusals=linker.refusals)
         logger.debug("linked %d pairs, guard refused %d", linker.merges, linker.refusals)
+        if self.split:
+            groups = self._split(data, groups, parity, degree, threshold)
         return groups, parity, degree
+
+    def _split(self, data: FitData, groups: np.ndarray, parity: np.ndarray,
+               degree: np.ndarray, threshold: Threshold) -> np.ndarray:
+        """Step 5: clusters whose reads form two groups are split (:mod:`.split`)."""
+        start = time.perf_counter()
+        groups, counts = split_clusters(data.seqs, self._rc_seqs(data), groups, parity, degree,
+                                        data.weights, threshold, workers=self._workers())
+        self._add_time("split", start)
+        self.stats_.update(counts)
+        logger.debug("split check: %d clusters screened, %d tested, %d split",
+                     counts["split_screened"], counts["split_tested"], counts["splits"])
+        return groups
 
 
 class _GuardedLinker:

@@ -26,7 +26,11 @@ heavy work is independent tasks (:mod:`dnaembed.cluster.partition_tasks`):
    (cheap there); from round 3 on, rounds stop once one merges fewer than
    ``rounds_until`` of the clusters, or after ``rounds``. Round 2 also lists
    the nearest representatives of the reads the rescue may examine;
-6. the rescue (:mod:`dnaembed.cluster.rescue`), in this process.
+6. the split check (:mod:`dnaembed.cluster.split`) and the rescue
+   (:mod:`dnaembed.cluster.rescue`), in this process.
+
+Units far longer than the rest are set apart before step 1 and linked among
+themselves at the end (:mod:`dnaembed.cluster.extreme`).
 
 Tasks go through a ``runner`` (anything with ``map(fn, tasks, *, shared,
 desc, unit)`` yielding results in task order: :mod:`dnaembed.execute`); the
@@ -55,14 +59,18 @@ from dnaembed.cluster.partition_tasks import (
     search_partition,
 )
 from dnaembed.cluster.rounds import RepresentativeRounds, distinct_pairs
-from dnaembed.cluster.threshold import SAMPLE_PAIRS, Threshold, estimate_threshold
+from dnaembed.cluster.threshold import (
+    FULL_LENGTH_FRACTION,
+    SAMPLE_PAIRS,
+    Threshold,
+    sample_threshold,
+)
 from dnaembed.cluster.units import Units
 from dnaembed.io.spill import SpillArray, SpillDir, trim_memory
 from dnaembed.log import logger
 
 #: Reads whose neighbours are checked in full to choose the threshold (as the graph method).
 THRESHOLD_SAMPLE_READS = 4_000
-FULL_LENGTH_FRACTION = 0.9
 #: Fewest reads per embedding chunk (below the plan's chunk size).
 MIN_CHUNK = 1_024
 #: Until the threshold is known, pairs within this fraction of the median length are kept.
@@ -129,12 +137,39 @@ def cluster_units(
     guard_factor: float = 1.5,
     rescue: bool = True,
     rescue_max_size: int = 2,
+    split: bool = True,
     both: bool = True,
     seed: int = 0,
     precision: str = "auto",
     batch_size: int | None = None,
 ) -> PartitionedResult:
-    """Cluster the units with the partitioned graph method (see the module notes)."""
+    """Cluster the units with the partitioned graph method (see the module notes).
+
+    Units far longer than the rest are set apart first, so that they change no other
+    unit's cluster (:mod:`dnaembed.cluster.extreme`).
+    """
+    from dnaembed.cluster.extreme import far_longer, join_set_apart
+
+    options = dict(plan=plan, spill=spill, neighbours=neighbours, max_dist=max_dist,
+                   guard=guard, guard_factor=guard_factor, rescue=rescue,
+                   rescue_max_size=rescue_max_size, split=split, both=both, seed=seed,
+                   precision=precision, batch_size=batch_size)
+    apart = far_longer(units.lengths)
+    if not apart.any():
+        return _cluster_all(units, model, runner, **options)
+    found = _cluster_all(units.subset(np.flatnonzero(~apart)), model, runner, **options)
+    labels, orient, reps = join_set_apart(
+        units.seqs, units.lengths, units.weights, apart, found.labels, found.orientation,
+        found.representatives, found.threshold, both=both)
+    found.stats["set_apart"] = int(apart.sum())
+    return PartitionedResult(labels, orient, reps, found.threshold, found.timings, found.stats)
+
+
+def _cluster_all(units: Units, model, runner, *, plan: PartitionPlan, spill: SpillDir | None,
+                 neighbours: int, max_dist: int | None, guard: bool, guard_factor: float,
+                 rescue: bool, rescue_max_size: int, split: bool, both: bool, seed: int,
+                 precision: str, batch_size: int | None) -> PartitionedResult:
+    """:func:`cluster_units` on units of typical lengths."""
     n = len(units)
     if n <= 1:
         return PartitionedResult(np.zeros(n, np.int64), np.zeros(n, np.int8),
@@ -161,6 +196,8 @@ def cluster_units(
         trim_memory()
         groups, parity = linker.uf.labels()
         run.stage.stats.update(merges=linker.merges, guard_refusals=linker.refusals)
+        if split:
+            groups = _split(units, groups, parity, degree, threshold, run.stage)
         result = _finish(units, groups, parity, degree, threshold, rounds.lists, rescuing,
                          rescue_max_size, both, seed, run.stage)
     finally:
@@ -287,13 +324,14 @@ class _Run:
         while True:
             cut = Threshold(upper, "upper", reference_length=median)
             lo, hi, dist, sample_pairs = self._search_partitions(cut, sample)
-            threshold = _choose_threshold(sample_pairs, self.units.lengths, median, self.seed,
-                                          max_dist)
+            threshold, histogram = _choose_threshold(sample_pairs, self.units.lengths, median,
+                                                     self.seed, max_dist)
             if threshold.max_dist <= upper:
                 break
             logger.info("threshold %d is above the upper cut %d: partitions searched again",
                         threshold.max_dist, upper)
             upper = threshold.max_dist
+        self.stage.stats["distance_histogram"] = histogram
         noisy = threshold.source == "fallback" and n > 50
         (logger.warning if noisy else logger.info)("%s", threshold.describe())
         lengths = self.units.lengths
@@ -333,20 +371,32 @@ class _Run:
 
 
 def _choose_threshold(sample: tuple, lengths: np.ndarray, median: float, seed: int,
-                      user_value: int | None) -> Threshold:
-    """The cut from the sample's full distances, as :meth:`Clusterer._threshold` does."""
+                      user_value: int | None) -> tuple[Threshold, np.ndarray]:
+    """The cut from the sample's full distances, as :meth:`Clusterer._threshold` does, and
+    the histogram of the distances it used (for the summary and its plot)."""
     lo, hi, dist = sample
     if len(dist) > SAMPLE_PAIRS:
         pick = np.sort(np.random.default_rng([seed, 8]).choice(len(dist), SAMPLE_PAIRS,
                                                                replace=False))
         lo, hi, dist = lo[pick], hi[pick], dist[pick]
-    full = np.minimum(lengths[lo], lengths[hi]) >= FULL_LENGTH_FRACTION * median
-    use = full if full.sum() >= 100 else np.ones(len(dist), dtype=bool)
-    est = estimate_threshold(dist[use], median)
-    if user_value is not None:
-        est = Threshold(int(user_value), "user", est.same_peak, est.unrelated_peak, est.pairs,
-                        est.reference_length)
-    return est
+    est, use = sample_threshold(dist, np.minimum(lengths[lo], lengths[hi]),
+                                np.maximum(lengths[lo], lengths[hi]), median, user_value)
+    return est, np.bincount(dist[use])
+
+
+def _split(units: Units, groups: np.ndarray, parity: np.ndarray, degree: np.ndarray,
+           threshold: Threshold, stage: _Stage) -> np.ndarray:
+    """Step 5b: clusters whose reads form two groups are split (:mod:`.split`), here."""
+    from dnaembed.cluster.split import split_clusters
+    from dnaembed.log import available_cores
+
+    start = time.perf_counter()
+    groups, counts = split_clusters(units.seqs, units.seqs.reversed(), groups, parity, degree,
+                                    units.weights, threshold, lengths=units.lengths,
+                                    workers=available_cores())
+    stage.stats.update(counts)
+    stage.timed("split", start)
+    return groups
 
 
 def _rescue_superset(linker: _GuardedLinker, units: Units, max_size: int) -> np.ndarray:

@@ -1,29 +1,57 @@
-"""The edit-distance threshold that separates reads of one strand from unrelated reads.
+"""The edit-distance threshold that separates reads of one strand from everything else.
 
 Chosen from the data, not from the channel or the model. The exact
 Levenshtein distances of a random sample of candidate pairs (each read against
-its nearest embedding neighbours) fall into two groups: pairs of reads of the
-same strand (twice the per-read error budget apart, 0-50 edits at 150 nt) and
-the nearest unrelated reads (60-80 edits for random strands, less where all
-strands share primers). The threshold is the middle of the emptiest stretch of
-the histogram between the two peaks:
+its nearest embedding neighbours) fall into groups: pairs of reads of the same
+strand (twice the per-read error budget apart, 0-50 edits at 150 nt), pairs of
+reads of *related* designs where the pool has them (overlapping windows,
+shared address regions: anywhere between), and the nearest unrelated reads
+(60-80 edits for random strands, less where all strands share primers).
 
-1. histogram of the sampled distances, smoothed over 5 edits;
-2. Otsu's split of the histogram; the tallest bin on each side is a peak;
-3. between the peaks, the bins within 10% of the lowest (relative to the
-   smaller peak) form the valley; its longest run's midpoint is the threshold.
+The cut is the **upper tail of the same-strand population**, not the middle of
+the gap to the unrelated peak: related designs form a third population inside
+that gap (method.md, "Design pools are not random"), and a cut in the middle
+of it merges them. The same-strand population is found and measured on its
+own side, below its peak, where no other population reaches:
 
-Pairs where either read is much shorter than the typical read are left out
-when enough others remain: a truncated read is far from everything by its
-missing length and would blur the valley (truncated reads get their own
-second chance, see :mod:`dnaembed.cluster.rescue`).
+1. distances as rates per base, expressed at the reference length (the median
+   read length): ``d * reference / longer``; pairs farther apart than the
+   reference length itself (outliers) are left out, so that no single extreme
+   pair can move the histogram's split;
+2. histogram, smoothed over 5 edits; Otsu's split; the tallest bin on each
+   side is a peak: the same-strand peak ``m`` and the unrelated peak;
+3. the same-strand population: every pair up to the first lowest point of the
+   smoothed histogram after the peak (where its tail ends and anything else
+   begins, before the valley rule's cut of step 5);
+4. its upper tail, measured: ``x10`` and ``x1``, the distances that 10% and 1%
+   of those pairs exceed. The cut is ``x1 + TAIL_DECADES * (x1 - x10)``: the
+   tail extrapolated as exponential (each further tenth of the pairs as many
+   edits farther as the last), one decade on, so about one same-strand pair
+   in a thousand lies beyond it. An exponential tail is what real reads show
+   (a few reads carry many errors); a Poisson-like one (simulated channels)
+   falls faster, so the cut is generous there. A read needs only one
+   same-strand read within the cut to join its cluster, and reads left alone
+   get the rescue (:mod:`dnaembed.cluster.rescue`);
+5. the cut never passes the old valley rule: the middle of the emptiest stretch
+   between the two peaks (bins within 10% of the lowest, relative to the
+   smaller peak; the longest run's midpoint). With fewer than
+   :data:`MIN_TAIL_PAIRS` same-strand pairs the tail is not measured and the
+   valley rule decides.
+
+The log line gives the peak, the per-read error rate it shows (half a pair's
+edits per base, ``m / (2 * reference)``), the tail's two points and the cut.
+
+Pairs where either read is much shorter or much longer than the typical read
+are left out when enough others remain (:mod:`dnaembed.cluster.base`): a
+truncated read is far from everything by its missing length, and a read far
+longer than the rest is far from everything by its extra length.
 
 The cut is a rate per base, not a constant: a pair is within it when its
 distance is at most ``max_dist * L / reference_length``, where ``L`` is the
-longer read's length and the reference length is the median read length.
-Full-length reads are held to ``max_dist``; two short reads, which agree on
-their primers and differ in few other bases, are held to the same fraction of
-their length instead of a distance that only separates full-length reads.
+longer read's length. Full-length reads are held to ``max_dist``; two short
+reads, which agree on their primers and differ in few other bases, are held to
+the same fraction of their length instead of a distance that only separates
+full-length reads.
 
 When the histogram has no second peak (a single strand, only singletons, a tiny
 input) the threshold falls back to 30% of the median read length: above twice
@@ -34,6 +62,7 @@ More in ``docs/algorithms.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -46,6 +75,10 @@ MIN_PAIRS = 100
 #: Fallback threshold as a fraction of the median read length.
 FALLBACK_FRACTION = 0.30
 SMOOTH = 5
+#: The cut, in decades of the same-strand tail beyond its 1% point (see the module notes).
+TAIL_DECADES = 1.0
+#: Fewer same-strand pairs than this: the tail is not measured (the valley rule decides).
+MIN_TAIL_PAIRS = 500
 
 
 @dataclass
@@ -62,6 +95,20 @@ class Threshold:
     unrelated_peak: int | None = None
     pairs: int = 0
     reference_length: float = 0.0
+    #: The same-strand tail: distances that 10% and 1% of its pairs exceed; the valley
+    #: rule's cut; which rule won ("tail" or "valley").
+    tail: tuple[float, float] | None = None
+    valley: int | None = None
+    rule: str = ""
+    #: The cut the data chose, kept when the user overrides ``max_dist``: what separates
+    #: reads of one strand from the rest, for checks that must not move with the override.
+    data_cut: int | None = None
+
+    def same_strand(self) -> Threshold:
+        """This threshold with the cut the data chose (itself when there is none)."""
+        if self.data_cut is None or self.data_cut == self.max_dist:
+            return self
+        return dataclasses.replace(self, max_dist=self.data_cut)
 
     @property
     def rate(self) -> float:
@@ -88,16 +135,34 @@ class Threshold:
             return np.full(longer.shape, self.max_dist, dtype=np.int64)
         return np.floor(self.max_dist * longer / self.reference_length + 1e-9).astype(np.int64)
 
+    @property
+    def error_rate(self) -> float | None:
+        """Per-read error rate that the same-strand peak shows (half a pair's edits per base)."""
+        if self.same_peak is None or self.reference_length <= 0:
+            return None
+        return self.same_peak / 2 / self.reference_length
+
     def describe(self) -> str:
+        """One log line: the cut, and what it was chosen from."""
         if self.source == "data":
+            peak = f"peak {self.same_peak} (~{self.error_rate:.1%} errors per read)"
+            if self.tail is not None:
+                peak += (f", 10% of same-strand pairs beyond {self.tail[0]:.1f} and 1% beyond "
+                         f"{self.tail[1]:.1f}")
+            if self.rule == "tail":
+                why = (f"upper tail of the same-strand distances: {peak}; cut where about 1 "
+                       f"pair in 1,000 lies beyond")
+            else:
+                why = (f"valley before the unrelated peak; the same-strand tail ({peak}) "
+                       f"reaches it")
             return (
-                f"max distance {self.max_dist} (valley between the same-strand peak at "
-                f"{self.same_peak} and the unrelated peak at {self.unrelated_peak} "
-                f"edits, {self.pairs:,} sampled pairs; scaled to read length from "
-                f"{self.reference_length:g} nt)"
+                f"max distance {self.max_dist} ({why}; unrelated peak at "
+                f"{self.unrelated_peak} edits; {self.pairs:,} sampled pairs; scaled to read "
+                f"length from {self.reference_length:g} nt)"
             )
         if self.source == "user":
-            return f"max distance {self.max_dist} (set by the user)"
+            own = f"; the data's own cut: {self.data_cut}" if self.data_cut is not None else ""
+            return f"max distance {self.max_dist} (set by the user{own})"
         return (
             f"max distance {self.max_dist} (fallback: {FALLBACK_FRACTION:.0%} of the median "
             f"read length; the data showed no gap between same-strand and unrelated reads)"
@@ -132,23 +197,55 @@ def _longest_run(mask: np.ndarray) -> tuple[int, int]:
     return best
 
 
+#: Reads shorter than this fraction of the median length are not of full length: left out of
+#: the threshold's sample, and not chosen as representatives while a full-length read is there.
+FULL_LENGTH_FRACTION = 0.9
+
+
+def sample_threshold(distances: np.ndarray, shorter: np.ndarray, longer: np.ndarray,
+                     median_length: float, user_value: int | None = None
+                     ) -> tuple[Threshold, np.ndarray]:
+    """The cut from sampled pairs' exact distances, and the mask of the pairs it used.
+
+    ``shorter``/``longer``: each pair's read lengths. Only pairs of typical lengths
+    count (extreme lengths are far from everything), unless fewer than 100 are.
+    ``user_value``: the user's cut, which replaces the data's (the data's stays
+    known, for the split check and the summary).
+    """
+    typical = (shorter >= FULL_LENGTH_FRACTION * median_length) & (
+        longer <= median_length / FULL_LENGTH_FRACTION)
+    use = typical if typical.sum() >= 100 else np.ones(len(distances), dtype=bool)
+    est = estimate_threshold(distances[use], median_length, longer[use])
+    if user_value is not None:
+        est = dataclasses.replace(est, max_dist=int(user_value), source="user")
+    return est, use
+
+
 def fallback_threshold(median_length: float) -> int:
     """The threshold used when the data show no gap (see the module notes)."""
     return max(1, int(round(FALLBACK_FRACTION * median_length)))
 
 
-def estimate_threshold(distances: np.ndarray, median_length: float) -> Threshold:
+def estimate_threshold(distances: np.ndarray, median_length: float,
+                       longer: np.ndarray | None = None) -> Threshold:
     """Choose the cut from exact distances of sampled candidate pairs.
 
     ``median_length``: the median read length of the input (the reference
-    length, and the base of the fallback).
+    length, and the base of the fallback). ``longer``: the longer read's
+    length of each pair, to express the distances as rates per base (default:
+    every pair at the reference length).
     """
-    d = np.asarray(distances, dtype=np.int64)
-    fallback = fallback_threshold(median_length)
     ref = float(median_length)
-    if len(d) < MIN_PAIRS:
-        return Threshold(fallback, "fallback", pairs=len(d),
+    d = np.asarray(distances, dtype=np.float64)
+    if longer is not None and ref > 0:
+        d = d * ref / np.maximum(np.asarray(longer, dtype=np.float64), 1.0)
+    d = np.rint(d).astype(np.int64)
+    if ref > 0:
+        d = d[d <= ref]  # farther apart than a read is long: an outlier pair
+    fallback = Threshold(fallback_threshold(median_length), "fallback", pairs=len(d),
                          reference_length=ref)
+    if len(d) < MIN_PAIRS:
+        return fallback
     hist = np.bincount(d).astype(np.float64)
     kernel = np.ones(SMOOTH) / SMOOTH
     smooth = np.convolve(np.pad(hist, SMOOTH), kernel, mode="same")[SMOOTH:-SMOOTH]
@@ -156,18 +253,45 @@ def estimate_threshold(distances: np.ndarray, median_length: float) -> Threshold
     low_peak = int(np.argmax(smooth[: split + 1]))
     high_peak = split + 1 + int(np.argmax(smooth[split + 1 :])) if split + 1 < len(smooth) else -1
     if high_peak < 0 or high_peak - low_peak < 3:
-        return Threshold(fallback, "fallback", pairs=len(d),
-                         reference_length=ref)
+        return fallback
     between = smooth[low_peak : high_peak + 1]
     floor = float(between.min())
     smaller_peak = min(smooth[low_peak], smooth[high_peak])
     if floor > 0.5 * smaller_peak:
         # No real valley: one broad population, or two that overlap too much to cut.
-        return Threshold(fallback, "fallback", pairs=len(d),
-                         reference_length=ref)
+        return fallback
     start, end = _longest_run(between <= floor + 0.1 * (smaller_peak - floor))
-    cut = low_peak + int(math.floor((start + end) / 2))
+    valley = low_peak + int(math.floor((start + end) / 2))
+    # The same-strand population ends at the first lowest point before the valley's cut.
+    boundary = low_peak + int(np.argmin(smooth[low_peak : valley + 1]))
+    tail = tail_points(hist[: boundary + 1])
+    cut, rule = valley, "valley"
+    if tail is not None:
+        extrapolated = int(math.floor(tail[1] + TAIL_DECADES * (tail[1] - tail[0])))
+        if extrapolated < valley:
+            cut, rule = extrapolated, "tail"
     return Threshold(
         cut, "data", same_peak=low_peak, unrelated_peak=high_peak, pairs=len(d),
-        reference_length=ref,
+        reference_length=ref, tail=tail, valley=valley, rule=rule, data_cut=cut,
     )
+
+
+def tail_points(hist: np.ndarray) -> tuple[float, float] | None:
+    """The distances that 10% and 1% of a population's pairs exceed (None: too few pairs).
+
+    ``hist``: the population's counts per distance; each bin is spread evenly
+    over its unit interval, so the points interpolate within bins.
+    """
+    total = float(hist.sum())
+    if total < MIN_TAIL_PAIRS:
+        return None
+    beyond = total - np.cumsum(hist)  # pairs above each bin
+
+    def exceeded_by(fraction: float) -> float:
+        target = fraction * total
+        i = int(np.searchsorted(-beyond, -target))  # first bin with at most target above it
+        above_bin = beyond[i] + hist[i]
+        inside = (above_bin - target) / hist[i] if hist[i] > 0 else 1.0
+        return i - 0.5 + inside
+
+    return exceeded_by(0.10), exceeded_by(0.01)

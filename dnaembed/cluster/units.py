@@ -60,6 +60,11 @@ class Units:
     def __len__(self) -> int:
         return len(self.lengths)
 
+    def subset(self, units: np.ndarray) -> Units:
+        """The units ``units`` (indices, in order), renumbered from 0."""
+        seqs = UnitSequences(self.seqs.store, self.seqs.rows[units], reverse=self.seqs.reverse)
+        return Units(seqs, self.lengths[units], self.weights[units])
+
     @property
     def median_length(self) -> float:
         return float(np.median(self.lengths)) if len(self.lengths) else 0.0

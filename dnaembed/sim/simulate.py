@@ -25,6 +25,7 @@ from dnaembed.encoding import (
 from dnaembed.errors import DnaembedError
 from dnaembed.sim.channel import Channel, aligned_rates, calibrated, transmit
 from dnaembed.sim.coverage import Coverage
+from dnaembed.sim.designs import RelatedDesigns
 
 CONTAMINANT = "contaminant"
 
@@ -290,6 +291,8 @@ class SimulationPlan:
     overrides: dict[str, float | None] = field(default_factory=dict)
     coverage: dict[str, object] = field(default_factory=dict)
     layout: dict[str, object] = field(default_factory=dict)
+    #: :class:`dnaembed.sim.designs.RelatedDesigns` options (windows, shared region, partners).
+    related: dict[str, object] = field(default_factory=dict)
     seed: int = 0
 
     def channel(self) -> Channel:
@@ -301,27 +304,36 @@ class SimulationPlan:
     def strands(self) -> tuple[list[str], list[str]]:
         """Strand ids and sequences: from ``refs`` or random, primers added."""
         from dnaembed.io.sequences import read_sequences
+        from dnaembed.sim.designs import window_designs
         from dnaembed.sim.strands import add_primers, random_strands
 
-        # Separate streams for strands, primers and reads: changing one option
-        # (say the primer length) does not reshuffle everything else.
-        strand_rng, primer_rng = (np.random.default_rng([self.seed, k]) for k in (1, 2))
+        related = RelatedDesigns(**self.related)
+        # Separate streams for strands, primers, related designs and reads: changing one
+        # option (say the primer length) does not reshuffle everything else.
+        strand_rng, primer_rng, related_rng = (
+            np.random.default_rng([self.seed, k]) for k in (1, 2, 3)
+        )
+        constraints = dict(max_homopolymer=self.max_homopolymer, gc_window=self.gc_window,
+                           gc_min=self.gc_min, gc_max=self.gc_max)
         if self.refs is not None:
+            if related.window_shift:
+                raise DnaembedError("overlapping windows are made from random strands: "
+                                    "leave out --refs or the window shift")
             refs = read_sequences(self.refs, allow_empty=False)
             if len(refs) == 0:
                 raise DnaembedError(f"{self.refs}: no strands in the file")
             ids, seqs = refs.ids, refs.seqs
-        else:
-            seqs = random_strands(
-                self.n_strands,
-                self.length,
-                strand_rng,
-                max_homopolymer=self.max_homopolymer,
-                gc_window=self.gc_window,
-                gc_min=self.gc_min,
-                gc_max=self.gc_max,
-            )
+        elif related.window_shift:
+            if self.length[0] != self.length[1]:
+                raise DnaembedError("overlapping windows need one strand length, not a range")
+            seqs = window_designs(self.n_strands, self.length[0], related.window_shift,
+                                  strand_rng, **constraints)
             ids = strand_id_list(self.n_strands)
+        else:
+            seqs = random_strands(self.n_strands, self.length, strand_rng, **constraints)
+            ids = strand_id_list(self.n_strands)
+        if related.active:
+            seqs = related.apply(seqs, related_rng)
         left = _checked_primer(self.primer5, "5'")
         right = _checked_primer(self.primer3, "3'")
         if self.primer_length and (left is None or right is None):
@@ -370,6 +382,7 @@ def run_simulation(plan: SimulationPlan, prefix: str | Path) -> str:
         **{k: v for k, v in plan.overrides.items() if v is not None},
         **plan.coverage,
         **plan.layout,
+        **{k: v for k, v in plan.related.items() if v},
     }
     write_sequences(f"{prefix}.refs.fasta", ids, seqs)
     write_tsv(
@@ -386,4 +399,8 @@ def run_simulation(plan: SimulationPlan, prefix: str | Path) -> str:
         prefix,
         prefix,
     )
-    return summarize(sim, channel, coverage)
+    summary = summarize(sim, channel, coverage)
+    related = RelatedDesigns(**plan.related)
+    if related.active:
+        summary += f"\nrelated designs     {related.describe()}"
+    return summary

@@ -1,0 +1,117 @@
+"""The threshold: the upper tail of the same-strand distances, robust to related designs
+and to outlier pairs."""
+
+import numpy as np
+
+from dnaembed.cluster.threshold import (
+    MIN_TAIL_PAIRS,
+    TAIL_DECADES,
+    Threshold,
+    estimate_threshold,
+    fallback_threshold,
+    tail_points,
+)
+
+
+def sample(rng, same=6000, related=0, unrelated=3000, peak=12, related_at=36, unrelated_at=54):
+    """Distances of candidate pairs: same-strand (Poisson), related designs, unrelated."""
+    parts = [rng.poisson(peak, same), rng.normal(related_at, 4, related).round(),
+             rng.normal(unrelated_at, 4, unrelated).round()]
+    return np.concatenate(parts).clip(0).astype(np.int64)
+
+
+def test_cut_at_the_same_strand_tail_not_the_middle_of_the_gap():
+    rng = np.random.default_rng(0)
+    same = rng.poisson(12, 4000)
+    t = estimate_threshold(np.concatenate([same, rng.normal(75, 4, 3000).astype(int)]), 150)
+    assert t.source == "data" and t.rule == "tail"
+    assert t.same_peak in range(10, 14) and t.unrelated_peak in range(70, 81)
+    # Beyond all but ~1 in 1,000 same-strand pairs, far below the middle of the gap (~43).
+    assert np.percentile(same, 99.9) <= t.max_dist <= 28 < t.valley
+    x10, x1 = t.tail
+    assert t.max_dist == int(x1 + TAIL_DECADES * (x1 - x10))
+    assert t.cuts(np.array([150, 75])).tolist() == [t.max_dist, t.max_dist // 2]
+    assert abs(t.error_rate - t.same_peak / 300) < 1e-12
+
+
+def test_related_designs_inside_the_gap_stay_beyond_the_cut():
+    """110-nt designs, 30% with a partner shifted by 14 nt: reads of partners ~36 apart.
+
+    Few related pairs reach the sample (a read's nearest neighbours are its own
+    strand's), so the gap looks empty: the middle of it would merge them.
+    """
+    rng = np.random.default_rng(1)
+    for related in (40, 3000):
+        t = estimate_threshold(sample(rng, related=related), 110)
+        assert t.rule == "tail" and t.same_peak in range(10, 14), related
+        assert (rng.normal(36, 4, 100_000).round() <= t.max_dist).mean() < 0.01, related
+        assert (rng.poisson(12, 100_000) > t.max_dist).mean() < 0.002, related
+    line = t.describe()
+    assert "upper tail of the same-strand distances" in line and f"peak {t.same_peak}" in line
+    assert "errors per read" in line and "1% beyond" in line and "unrelated peak at" in line
+
+
+def test_a_heavy_same_strand_tail_moves_the_cut_out_to_the_valley():
+    """Real reads: a few carry many errors, so the tail decays slowly (exponentially)."""
+    rng = np.random.default_rng(2)
+    heavy = (1 + rng.exponential(4, 5000)).astype(int)
+    light = rng.poisson(4, 5000)
+    unrelated = rng.normal(50, 3, 5000).round().astype(int)
+    t_heavy = estimate_threshold(np.concatenate([heavy, unrelated]), 149)
+    t_light = estimate_threshold(np.concatenate([light, unrelated]), 149)
+    assert t_light.max_dist <= 13 < t_heavy.max_dist
+    assert (heavy > t_heavy.max_dist).mean() < 0.002
+    assert t_heavy.max_dist <= t_heavy.valley
+
+
+def test_outlier_pairs_do_not_move_the_cut():
+    rng = np.random.default_rng(3)
+    d = sample(rng)
+    longer = np.full(len(d), 150)
+    base = estimate_threshold(d, 150, longer)
+    # One 10,000-nt read: each of its pairs is ~9,850 edits from a 150-nt read.
+    outliers = np.full(40, 9850)
+    with_long = estimate_threshold(np.concatenate([d, outliers]), 150,
+                                   np.concatenate([longer, np.full(40, 10_000)]))
+    assert with_long.max_dist == base.max_dist and with_long.unrelated_peak == base.unrelated_peak
+    # Without lengths, the pairs farther apart than a read is long are left out as well.
+    assert estimate_threshold(np.concatenate([d, outliers]), 150).max_dist == base.max_dist
+    # Twenty reads of 1,000 nt: their 1,000-nt pairs, as rates per base, land among the others.
+    twenty = estimate_threshold(np.concatenate([d, np.full(300, 530)]), 150,
+                                np.concatenate([longer, np.full(300, 1000)]))
+    assert twenty.max_dist == base.max_dist
+
+
+def test_rates_per_base_put_longer_pairs_on_the_reference_scale():
+    rng = np.random.default_rng(4)
+    d = sample(rng)
+    base = estimate_threshold(d, 150)
+    # The same pairs between reads twice as long: twice the edits, the same rate per base.
+    doubled = estimate_threshold(2 * d, 150, np.full(len(d), 300))
+    assert abs(doubled.max_dist - base.max_dist) <= 1
+
+
+def test_tail_points_interpolate_within_bins():
+    # 1,000 pairs, 10 at each distance 0..99: 10% exceed 89.5, 1% exceed 98.5.
+    x10, x1 = tail_points(np.full(100, 10.0))
+    assert abs(x10 - 89.5) < 1e-9 and abs(x1 - 98.5) < 1e-9
+    assert tail_points(np.full(10, (MIN_TAIL_PAIRS - 1) / 10)) is None
+
+
+def test_too_few_same_strand_pairs_leave_the_valley_rule():
+    rng = np.random.default_rng(5)
+    d = np.concatenate([rng.poisson(12, 300), rng.normal(75, 4, 3000).round().astype(int)])
+    t = estimate_threshold(d, 150)
+    assert t.rule == "valley" and t.tail is None and t.max_dist == t.valley
+    assert "valley" in t.describe()
+
+
+def test_no_second_peak_or_too_few_pairs_falls_back():
+    rng = np.random.default_rng(6)
+    flat = estimate_threshold(rng.normal(70, 4, 3000).astype(int), 150)
+    assert flat.source == "fallback" and flat.max_dist == fallback_threshold(150) == 45
+    assert "fallback" in flat.describe()
+    assert estimate_threshold(np.array([1, 2, 3]), 100).source == "fallback"
+    assert Threshold(30, "user").describe() == "max distance 30 (set by the user)"
+    user = Threshold(43, "user", data_cut=21)
+    assert user.same_strand().max_dist == 21 and "the data's own cut: 21" in user.describe()
