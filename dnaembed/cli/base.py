@@ -59,7 +59,15 @@ PRECISION_CHOICE = click.Choice(["auto", "float32", "bfloat16"])
 
 #: Options shared by the commands that run the encoder (embed, cluster, run).
 model_option = click.option(
-    "-m", "--model", "model_path", help="Model file (default: the bundled model)."
+    "-m", "--model", "model_path",
+    help="Model file, or bundled-full / bundled-candidates (default: bundled-full).",
+)
+#: The encoder of the commands that cluster (cluster, run): the model of the neighbour search.
+search_model_option = click.option(
+    "-m", "--model", "--search-model", "model_path",
+    help="Encoder of the neighbour search: a model file, bundled-candidates (small and fast; "
+    "the exact check decides) or bundled-full (the model of embed). Default: "
+    "bundled-candidates for the graph method, bundled-full for kmeans and dbscan.",
 )
 strand_option = click.option(
     "--strand",

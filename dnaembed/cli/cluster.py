@@ -10,7 +10,7 @@ from dnaembed.cli.base import (
     common_options,
     constrained,
     inference_options,
-    model_option,
+    search_model_option,
     strand_option,
 )
 from dnaembed.cluster import DbscanClusterer, GraphClusterer, KMeansClusterer
@@ -27,7 +27,7 @@ from dnaembed.cluster.search import PROJECTED_DIM
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Clusters TSV: read_id, cluster_id (and orientation), every read.",
 )
-@model_option
+@search_model_option
 @click.option(
     "--method",
     type=click.Choice(["graph", "kmeans", "dbscan"]),
@@ -119,7 +119,7 @@ def cluster(
     from dnaembed.io.sequences import read_sequences
     from dnaembed.io.tables import command_header
     from dnaembed.log import logger, set_threads
-    from dnaembed.model.checkpoint import load_model, resolve_device
+    from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
     from dnaembed.pipeline import cluster_reads
 
     misplaced = [
@@ -143,7 +143,7 @@ def cluster(
     workers = set_threads(threads)
 
     start = time.perf_counter()
-    checkpoint = load_model(model_path, resolve_device(device))
+    checkpoint = load_search_model(model_path, method, resolve_device(device))
     seconds_load = time.perf_counter() - start
     read_set = read_sequences(reads)
     seconds_read = time.perf_counter() - start - seconds_load
@@ -164,7 +164,7 @@ def cluster(
 
     start = time.perf_counter()
     header_params = {
-        "model": model_path or "bundled",
+        "model": search_model_name(model_path, method),
         "method": method,
         "strand": strand,
         "max_dist": result.threshold.max_dist if result.threshold else None,

@@ -13,7 +13,7 @@ from dnaembed.cli.base import (
     constrained,
     echo_result,
     inference_options,
-    model_option,
+    search_model_option,
     strand_option,
 )
 from dnaembed.cluster import GraphClusterer
@@ -29,7 +29,7 @@ from dnaembed.cluster import GraphClusterer
     type=click.Path(file_okay=False),
     help="Directory for clusters.tsv, strands.fasta and strands.tsv (created if missing).",
 )
-@model_option
+@search_model_option
 @strand_option
 @click.option(
     "--max-dist",
@@ -96,12 +96,12 @@ def run(
     from dnaembed.io.sequences import read_sequences
     from dnaembed.io.tables import command_header
     from dnaembed.log import logger, set_threads
-    from dnaembed.model.checkpoint import load_model, resolve_device
+    from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
     from dnaembed.pipeline import reads_to_strands
 
     out = Path(out_dir)
     workers = set_threads(threads)
-    checkpoint = load_model(model_path, resolve_device(device))
+    checkpoint = load_search_model(model_path, "graph", resolve_device(device))
     read_set = read_sequences(reads)
     # Read the references and the truth before the long work: a bad file should fail fast.
     ref_set = read_sequences(refs) if refs else None
@@ -115,7 +115,7 @@ def run(
         batch_size=batch_size, precision=precision,
     )
     params = {
-        "reads": reads, "model": model_path or "bundled", "strand": strand,
+        "reads": reads, "model": search_model_name(model_path, "graph"), "strand": strand,
         "max_dist": result.threshold.max_dist if result.threshold else None,
         "threshold": result.threshold.source if result.threshold else None,
         "length": expected_length, "min_size": min_size, "seed": seed,
