@@ -4,7 +4,9 @@ A checkpoint is a plain dict of tensors and JSON-able data (the encoder's
 config, training metrics, dnaembed version), loaded with
 ``torch.load(weights_only=True)`` (a model file cannot run code) and checked
 against a SHA-256 of its weights (a tampered file is refused). The bundled
-model ships in ``dnaembed/model/bundled/``."""
+models ship in ``dnaembed/model/bundled/``: the full model (``embed``) and the
+candidate encoder of the neighbour search (``cluster``, ``run``;
+:func:`load_search_model`)."""
 
 from __future__ import annotations
 
