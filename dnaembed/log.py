@@ -1,59 +1,192 @@
-"""Logging and progress: both on standard error, never mixed with results."""
+"""Logging and progress: both on standard error (and ``--log FILE``), never mixed with results.
+
+On a terminal, progress is a tqdm bar. Anywhere else (a pipeline, a batch
+job's log, ``--log FILE``) no bar is drawn; instead a line is logged whenever
+nothing was logged for :data:`HEARTBEAT_SECONDS` (30 s; the environment
+variable ``DNAEMBED_LOG_INTERVAL`` changes it), saying what runs and how far it
+is, so that a SLURM log shows the job alive at least every 30 s.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
+import threading
+import time
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from tqdm import tqdm
 
 T = TypeVar("T")
 
 logger = logging.getLogger("dnaembed")
-_state = {"progress": True}
+
+#: Longest silence of a log that is not a terminal, in seconds.
+HEARTBEAT_SECONDS = 30.0
+
+_state: dict = {"progress": True, "last_line": time.monotonic(), "bars": [], "heartbeat": None,
+                "stage": None, "started": time.monotonic()}
+_FORMAT = logging.Formatter("%(asctime)s dnaembed: %(message)s", "%H:%M:%S")
 
 
-def configure(verbosity: int = 0, quiet: bool = False) -> None:
-    """Set up the ``dnaembed`` logger on stderr.
+class _StampedHandler(logging.StreamHandler):
+    """A stream handler that notes when it last wrote (the heartbeat's clock)."""
 
-    quiet: warnings and errors only, no progress bars; verbosity 0: info; 1+: debug.
-    Progress bars appear only when stderr is a terminal (not in pipelines or logs).
+    def __init__(self, stream: IO[str], *, heartbeats: bool) -> None:
+        super().__init__(stream)
+        self.heartbeats = heartbeats
+        self.setFormatter(_FORMAT)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "heartbeat", False) and not self.heartbeats:
+            return
+        super().emit(record)
+        if not getattr(record, "heartbeat", False):
+            _state["stage"] = record.getMessage()
+        _state["last_line"] = time.monotonic()
+
+
+def configure(verbosity: int = 0, quiet: bool = False, log_file: str | None = None) -> None:
+    """Set up the ``dnaembed`` logger on stderr (and in ``log_file``, written anew).
+
+    quiet: warnings and errors only, no progress; verbosity 0: info; 1+: debug.
+    Progress bars appear only when stderr is a terminal; otherwise, and in
+    ``log_file``, periodic lines (see the module notes).
     """
     level = logging.WARNING if quiet else (logging.DEBUG if verbosity > 0 else logging.INFO)
     logger.setLevel(level)
     logger.propagate = False
     for handler in list(logger.handlers):
         logger.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s dnaembed: %(message)s", "%H:%M:%S"))
-    logger.addHandler(handler)
-    _state["progress"] = (
-        not quiet and sys.stderr.isatty() and not os.environ.get("DNAEMBED_NO_PROGRESS")
-    )
+        if isinstance(handler, logging.FileHandler) or getattr(handler, "owned", False):
+            handler.close()
+    tty = sys.stderr.isatty()
+    logger.addHandler(_StampedHandler(sys.stderr, heartbeats=not tty))
+    if log_file is not None:
+        from dnaembed.io.atomic import open_text
+
+        try:
+            handler = _StampedHandler(open_text(log_file), heartbeats=True)
+        except OSError as e:
+            from dnaembed.errors import DnaembedError
+
+            raise DnaembedError(f"{log_file}: cannot write: {e.strerror or e}") from None
+        handler.owned = True
+        logger.addHandler(handler)
+    _state["progress"] = not quiet and tty and not os.environ.get("DNAEMBED_NO_PROGRESS")
+    _state["started"] = _state["last_line"] = time.monotonic()
+    if not quiet and (not tty or log_file is not None):
+        _start_heartbeat()
+
+
+def close_log() -> None:
+    """Flush and close ``--log FILE`` (at the end of a command)."""
+    for handler in list(logger.handlers):
+        if getattr(handler, "owned", False):
+            logger.removeHandler(handler)
+            handler.close()
+
+
+def _interval() -> float:
+    try:
+        return max(0.05, float(os.environ.get("DNAEMBED_LOG_INTERVAL", HEARTBEAT_SECONDS)))
+    except ValueError:
+        return HEARTBEAT_SECONDS
+
+
+def _start_heartbeat() -> None:
+    if _state["heartbeat"] is not None:
+        return
+    thread = threading.Thread(target=_heartbeat, name="dnaembed-heartbeat", daemon=True)
+    _state["heartbeat"] = thread
+    thread.start()
+
+
+def _heartbeat() -> None:
+    interval = _interval()
+    while True:
+        time.sleep(min(1.0, interval / 4))
+        if time.monotonic() - _state["last_line"] >= interval:
+            logger.info("%s", status_line(), extra={"heartbeat": True})
+
+
+def _duration(seconds: float) -> str:
+    minutes, s = divmod(int(seconds), 60)
+    hours, m = divmod(minutes, 60)
+    return f"{hours}h{m:02d}m{s:02d}s" if hours else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def status_line() -> str:
+    """What runs now and how far it is (the periodic line)."""
+    elapsed = _duration(time.monotonic() - _state["started"])
+    bars = [b for b in _state["bars"] if not b.closed]
+    if bars:
+        bar = bars[-1]
+        unit = bar.unit.strip()
+        done = f"{bar.n:,}" + (f" of {bar.total:,}" if bar.total else "") + f" {unit}"
+        if bar.total:
+            done += f" ({100.0 * bar.n / bar.total:.0f}%)"
+        seconds = time.monotonic() - bar.started
+        rate = f", {bar.n / seconds:,.0f} {unit}/s" if seconds > 0 and bar.n else ""
+        return f"{bar.desc or 'working'}: {done}{rate}; {elapsed} elapsed"
+    last = _state["stage"]
+    return f"working ({elapsed} elapsed" + (f"; last: {last})" if last else ")")
+
+
+class Progress:
+    """A progress bar that also counts when none is drawn (for the periodic lines)."""
+
+    def __init__(self, *, desc: str = "", total: int | None = None, unit: str = "it",
+                 initial: int = 0, **kwargs) -> None:
+        self.desc, self.total, self.unit, self.n = desc, total, unit, initial
+        self.started = time.monotonic()
+        self.closed = False
+        self._bar = None
+        if _state["progress"]:
+            self._bar = tqdm(file=sys.stderr, leave=False, dynamic_ncols=True, desc=desc,
+                             total=total, unit=unit, initial=initial, **kwargs)
+        _state["bars"].append(self)
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def set_postfix(self, **kwargs) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix(**kwargs)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self in _state["bars"]:
+                _state["bars"].remove(self)
+            if self._bar is not None:
+                self._bar.close()
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def progress(iterable: Iterable[T], **kwargs) -> Iterator[T]:
-    """Wrap an iterable in a tqdm bar on stderr (off when quiet or stderr is not a terminal)."""
-    return iter(
-        tqdm(
-            iterable,
-            file=sys.stderr,
-            disable=not _state["progress"],
-            leave=False,
-            dynamic_ncols=True,
-            **kwargs,
-        )
-    )
+    """Iterate with a progress bar on stderr (periodic lines when it is not a terminal)."""
+    total = kwargs.pop("total", None)
+    if total is None and hasattr(iterable, "__len__"):
+        total = len(iterable)
+    with Progress(total=total, **kwargs) as bar:
+        for item in iterable:
+            yield item
+            bar.update(1)
 
 
-def progress_bar(**kwargs) -> tqdm:
-    """A manually-updated tqdm bar with the same rules as :func:`progress`."""
-    return tqdm(
-        file=sys.stderr, disable=not _state["progress"], leave=False, dynamic_ncols=True, **kwargs
-    )
+def progress_bar(**kwargs) -> Progress:
+    """A manually-updated progress bar with the same rules as :func:`progress`."""
+    return Progress(**kwargs)
 
 
 def available_cores() -> int:
@@ -81,3 +214,20 @@ def set_threads(threads: int | None) -> int:
     except ImportError:
         pass
     return threads
+
+
+class Timings(dict):
+    """Seconds per stage: ``with timings("read"): ...`` adds the time the block took."""
+
+    def __call__(self, stage: str):
+        import contextlib
+
+        @contextlib.contextmanager
+        def timed():
+            start = time.perf_counter()
+            try:
+                yield
+            finally:
+                self[stage] = self.get(stage, 0.0) + time.perf_counter() - start
+
+        return timed()

@@ -1,27 +1,33 @@
-"""Reads in, clusters (and strands) out: the chain behind ``dnaembed cluster`` and ``run``.
+"""Reads in, clusters (and strands) out: the chains behind ``dnaembed cluster`` and ``run``.
 
-:func:`cluster_reads` collapses identical reads, embeds the distinct ones (and
-their reverse complements when both orientations are clustered), runs one of
-the estimators of :mod:`dnaembed.cluster`, and expands the result back to every
-input read (its output files: :mod:`dnaembed.io.clusters`). Empty reads are never
-clustered: each is a singleton.
-:func:`reads_to_strands` adds the consensus step: reads in, stored strands out.
+:func:`cluster_files` is the graph method from files, partitioned
+(:mod:`dnaembed.cluster.partitioned`): it streams one or several input files
+into a read store (spilled to disk when the memory budget says so), collapses
+identical reads by hashing, and clusters the distinct ones in tasks that an
+executor runs (in this process, or on Dask: :mod:`dnaembed.execute`).
+:func:`cluster_reads` is the in-memory form for any method: reads in a list,
+one of the estimators of :mod:`dnaembed.cluster`. Both expand the result back
+to every input read (its output files: :mod:`dnaembed.io.clusters`). Empty
+reads are never clustered: each is a singleton.
+:func:`strands_from_files` adds the consensus step: reads in, stored strands out.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from dnaembed.cluster import Clusterer, make_clusterer
-from dnaembed.cluster.dedupe import unique_reads
+from dnaembed.cluster.dedupe import UniqueReads, unique_reads
 from dnaembed.cluster.result import ClusterResult
-from dnaembed.consensus.engine import ConsensusStrand
+from dnaembed.consensus import ConsensusStrand
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
-from dnaembed.io.sequences import ReadSet
+from dnaembed.io.readstore import ReadStore
 from dnaembed.log import logger
 
 STRANDS = ("both", "plus")
@@ -103,58 +109,166 @@ def cluster_reads(
     for stage, seconds in est.timings_.items():
         timings[stage] = timings.get(stage, 0.0) + seconds
 
-    # Expand: distinct sequences -> reads; empty reads become singletons after the rest.
+    result = _expand(unique, nonempty, est.labels_, est.orientation_, est.representatives_,
+                     strand, est.method, getattr(est, "threshold_", None), timings)
+    result.stats = dict(est.stats_, **result.stats)
+    return result
+
+
+def _expand(unique: UniqueReads, nonempty: np.ndarray, labels: np.ndarray,
+            orientation: np.ndarray, representatives: np.ndarray, strand: str, method: str,
+            threshold, timings: dict[str, float]) -> ClusterResult:
+    """Distinct sequences -> every read; empty reads become singletons after the rest."""
     n_unique = len(unique)
     u_labels = np.empty(n_unique, dtype=np.int64)
     u_orient = np.zeros(n_unique, dtype=np.int8)
-    u_labels[nonempty] = est.labels_
-    u_orient[nonempty] = est.orientation_
+    u_labels[nonempty] = labels
+    u_orient[nonempty] = orientation
     empty = np.setdiff1d(np.arange(n_unique), nonempty)
-    u_labels[empty] = est.n_clusters_ + np.arange(len(empty))
-    reps = np.concatenate([rows[est.representatives_], unique.first[empty]]).astype(np.int64)
+    u_labels[empty] = len(representatives) + np.arange(len(empty))
+    rows = unique.first[nonempty]
+    reps = np.concatenate([rows[representatives], unique.first[empty]]).astype(np.int64)
     labels = u_labels[unique.inverse]
     orientation = (u_orient[unique.inverse] ^ unique.flipped).astype(np.int8)
-    if not both:
+    if strand != "both":
         orientation[:] = 0
-    stats_out = dict(est.stats_, reads=n, distinct=len(unique), empty=len(empty))
+    stats = {"reads": len(unique.inverse), "distinct": n_unique, "empty": len(empty)}
     logger.debug("%d clusters", len(reps))
-    return ClusterResult(
-        labels, orientation, reps, strand, est.method, getattr(est, "threshold_", None),
-        timings, stats_out,
-    )
+    return ClusterResult(labels, orientation, reps, strand, method, threshold, timings, stats)
 
 
-def reads_to_strands(
-    reads: ReadSet,
+@contextlib.contextmanager
+def clustered_files(
+    paths: Sequence[str | os.PathLike],
     model,
+    runner,
+    *,
+    strand: str = "both",
+    params: dict[str, object] | None = None,
+    memory: int | None = None,
+    tmpdir: str | os.PathLike | None = None,
+    seed: int = 0,
+    precision: str = "auto",
+    batch_size: int | None = None,
+    keep_quals: bool = False,
+) -> Iterator[tuple[ClusterResult, ReadStore]]:
+    """Cluster the reads of ``paths`` (one run) with the partitioned graph method.
+
+    ``runner``: an executor of :mod:`dnaembed.execute` (where the tasks run);
+    ``params``: the graph method's (``max_dist``, ``neighbours``, ``guard``,
+    ``guard_factor``, ``rescue``, ``rescue_max_size``) and the partitioning's
+    (:class:`dnaembed.cluster.partitioned.PartitionPlan` fields); ``memory``:
+    bytes per process, the budget the work is split to fit (None: no limit);
+    ``tmpdir``: where data that does not fit goes (removed at the end, also on
+    failure). Yields the result and the read store (ids and sequences for the
+    output files), valid until the block ends.
+    """
+    from dnaembed.cluster.budget import plan_work
+    from dnaembed.cluster.partitioned import cluster_units
+    from dnaembed.io.spill import SpillDir
+
+    if strand not in STRANDS:
+        raise DnaembedError(f"unknown strand mode {strand!r} (use both or plus)")
+    both = strand == "both"
+    params = dict(params or {})
+    timings: dict[str, float] = {}
+    with SpillDir(tmpdir) as spill:
+        store, unique, nonempty, units = _read_units(
+            paths, spill, plan_work(memory, runner, params=params).reads_in_memory, both,
+            keep_quals, timings)
+        try:
+            work = plan_work(memory, runner, units=len(units), model=model, params=params)
+            logger.info("%s", work.describe())
+            graph = {k: params[k] for k in ("max_dist", "neighbours", "guard", "guard_factor",
+                                            "rescue", "rescue_max_size") if k in params}
+            found = cluster_units(units, model, runner, plan=work.plan, spill=spill, both=both,
+                                  seed=seed, precision=precision, batch_size=batch_size, **graph)
+            if found.stats.get("truncated"):
+                window = model.config.window
+                logger.warning(
+                    "%d distinct reads are longer than the model's window of %d: embedded by "
+                    "their first %d bases (the exact distance check uses whole reads)",
+                    found.stats["truncated"], window, window)
+            timings.update(found.timings)
+            cpu = {k: found.stats.get(f"cpu_{k}", 0.0) for k in ("embed", "search", "rounds")}
+            logger.info("task CPU time: %s", ", ".join(f"{k} {v:.1f}s" for k, v in cpu.items()))
+            result = _expand(unique, nonempty, found.labels, found.orientation,
+                             found.representatives, strand, "graph", found.threshold, timings)
+            result.stats = dict(found.stats, **result.stats)
+            yield result, store
+        finally:
+            store.close()
+
+
+def _read_units(paths, spill, spill_after: int | None, both: bool, keep_quals: bool,
+                timings: dict[str, float]):
+    """Stream the files into a store; the distinct non-empty reads (units) of it."""
+    from dnaembed.cluster.dedupe_hashes import sequence_hashes, unique_by_hashes
+    from dnaembed.cluster.units import Units, UnitSequences
+    from dnaembed.io.readstore import stream_reads
+
+    start = time.perf_counter()
+    hashes: list[tuple[np.ndarray, np.ndarray | None]] = []
+    store = stream_reads(paths, spill=spill, keep_quals=keep_quals, spill_after=spill_after,
+                         on_block=lambda seqs: hashes.append(sequence_hashes(seqs, both)))
+    timings["read"] = time.perf_counter() - start
+    start = time.perf_counter()
+    empty = np.zeros(0, np.int64)
+    forward = np.concatenate([h[0] for h in hashes]) if hashes else empty
+    reverse = (np.concatenate([h[1] for h in hashes]) if hashes else empty) if both else None
+    hashes.clear()
+    unique = unique_by_hashes(forward, reverse, store.lengths, store.seqs.take)
+    nonempty = np.flatnonzero(store.lengths[unique.first] > 0)
+    rows = unique.first[nonempty]
+    units = Units(UnitSequences(store.seqs, rows), store.lengths[rows].astype(np.int64),
+                  unique.counts[nonempty])
+    timings["dedupe"] = time.perf_counter() - start
+    logger.info("%d reads in %d file%s, %d distinct%s%s", len(store), len(paths),
+                "s" if len(paths) != 1 else "", len(unique),
+                " (either orientation)" if both else "",
+                "; reads spilled to the tmpdir" if store.seqs.spilled else "")
+    return store, unique, nonempty, units
+
+
+@contextlib.contextmanager
+def strands_from_files(
+    paths: Sequence[str | os.PathLike],
+    model,
+    runner,
     *,
     strand: str = "both",
     params: dict[str, object] | None = None,
     expected_length: int | None = None,
     min_size: int = 1,
+    memory: int | None = None,
+    tmpdir: str | os.PathLike | None = None,
     seed: int = 0,
     threads: int = 0,
-    batch_size: int | None = None,
     precision: str = "auto",
-) -> tuple[ClusterResult, list[ConsensusStrand]]:
-    """The whole chain behind ``dnaembed run``: cluster the reads, then one strand per cluster.
+    batch_size: int | None = None,
+) -> Iterator[tuple[ClusterResult, list[ConsensusStrand], ReadStore]]:
+    """The chain behind ``dnaembed run``: :func:`clustered_files`, then one strand per cluster.
 
-    The clustering (graph method, ``params`` as in :func:`cluster_reads`) gives
-    each read's orientation; the consensus (:func:`dnaembed.consensus.consensus_strands`)
-    takes the reads of a cluster in that orientation, so no orientation is inferred twice.
+    The clustering gives each read's orientation; the consensus
+    (:func:`dnaembed.consensus.consensus_strands`) takes the reads of a cluster
+    in that orientation, with their qualities, so no orientation is inferred twice.
+    Its chunks of clusters run on the same executor when that is Dask, else in
+    ``threads`` local processes. The strands come in cluster id order.
     """
-    from dnaembed.consensus.engine import consensus_strands
+    from dnaembed.consensus import consensus_strands
 
-    result = cluster_reads(
-        reads.seqs, model, strand=strand, params={**(params or {}), "seed": seed,
-                                                   "threads": threads},
-        batch_size=batch_size, precision=precision,
-    )
-    start = time.perf_counter()
-    strands = consensus_strands(
-        reads, result.labels, expected_length=expected_length, min_size=min_size,
-        orientation=result.orientation.astype(bool) if strand == "both" else "forward",
-        seed=seed, threads=threads,
-    )
-    result.timings["consensus"] = time.perf_counter() - start
-    return result, strands
+    with clustered_files(paths, model, runner, strand=strand, params=params, memory=memory,
+                         tmpdir=tmpdir, seed=seed, precision=precision, batch_size=batch_size,
+                         keep_quals=True) as (result, store):
+        start = time.perf_counter()
+        strands = consensus_strands(
+            store.read_set(), result.labels, expected_length=expected_length, min_size=min_size,
+            orientation=result.orientation.astype(bool) if strand == "both" else "forward",
+            seed=seed, threads=threads,
+            # On Dask, on the same workers; here, in local processes (the consensus is
+            # Python that threads would not run side by side).
+            runner=runner if getattr(runner, "kind", "inline") == "dask" else None,
+        )
+        result.timings["consensus"] = time.perf_counter() - start
+        strands.sort(key=lambda s: int(s.cluster_id))  # in cluster id order, as clusters.tsv
+        yield result, strands, store

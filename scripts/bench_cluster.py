@@ -19,6 +19,14 @@ the TSV), timed stage by stage.
     python scripts/bench_cluster.py --strands 1000 --methods graph   # quick
     python scripts/bench_cluster.py --real --presets none --methods graph
     python scripts/bench_cluster.py --presets none --scaling 10000,100000,1000000
+    python scripts/bench_cluster.py --methods kmeans,kmeans:refine=true,dbscan --real \
+        --baseline ../main-snapshot            # the same runs with another checkout's code
+
+A method may carry hyper-parameters, ``NAME:key=value:key=value`` (values:
+integers, numbers, true, false, none), e.g. ``dbscan:min_cluster_size=none``.
+``--baseline DIR`` runs every method a second time with the ``dnaembed`` package
+found in DIR (a checkout of another commit), in the same script run, so that the
+two are measured side by side.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import REAL_READS, REAL_TRUTH
+from benchlib import REAL_READS, REAL_TRUTH, add_write_docs, finish
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,8 +62,32 @@ def simulate_set(prefix: Path, preset: str, strands: int, length: int, coverage:
     run_simulation(plan, prefix)
 
 
+def method_spec(spec: str) -> tuple[str, dict[str, object]]:
+    """``NAME:key=value:...`` -> the method's name and its hyper-parameters."""
+    name, *pairs = spec.split(":")
+    words = {"true": True, "false": False, "none": None}
+    params: dict[str, object] = {}
+    for pair in pairs:
+        key, _, text = pair.partition("=")
+        if text.lower() in words:
+            params[key] = words[text.lower()]
+        else:
+            params[key] = float(text) if any(c in text for c in ".e") else int(text)
+    return name, params
+
+
+def use_code(directory: str) -> None:
+    """Import ``dnaembed`` from DIRECTORY instead of this checkout (an editable install's
+    import hook would take precedence over ``sys.path``)."""
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if "__editable__" not in getattr(f, "__module__", "")]
+    sys.path.insert(0, str(Path(directory).resolve()))
+
+
 def worker(args: argparse.Namespace) -> None:
     """One run, in this process: read, cluster, write, score; JSON on stdout."""
+    if args.code:
+        use_code(args.code)
     from dnaembed.evaluate.clustering import evaluate_files
     from dnaembed.io.clusters import write_clusters
     from dnaembed.io.sequences import read_sequences
@@ -70,14 +102,15 @@ def worker(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     reads = read_sequences(args.reads)
     seconds_read = time.perf_counter() - t0
-    params = {"threads": threads, "seed": args.seed}
+    method, params = method_spec(args.method)
+    params.update(threads=threads, seed=args.seed)
     if args.index_dim is not None:
         params["index_dim"] = args.index_dim
-    result = cluster_reads(reads.seqs, model, method=args.method, strand=args.strand,
+    result = cluster_reads(reads.seqs, model, method=method, strand=args.strand,
                            params=params)
     t1 = time.perf_counter()
     write_clusters(args.output, reads.ids, result, orientation=args.strand == "both",
-                   header=command_header("cluster", {"method": args.method}))
+                   header=command_header("cluster", {"method": method}))
     seconds_write = time.perf_counter() - t1
     total = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
@@ -98,13 +131,16 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def run_worker(reads: Path, truth: Path | None, method: str, strand: str, args,
-               workdir: Path, index_dim: int | None = None) -> dict:
+               workdir: Path, index_dim: int | None = None, code: str | None = None) -> dict:
+    tag = f"{method}{'' if index_dim is None else index_dim}{'.baseline' if code else ''}"
     cmd = [sys.executable, __file__, "--worker", "--reads", str(reads), "--method", method,
            "--strand", strand, "--output",
-           str(workdir / f"{reads.stem}.{method}{'' if index_dim is None else index_dim}.tsv"),
+           str(workdir / f"{reads.stem}.{tag.replace(':', '_')}.tsv"),
            "--threads", str(args.threads), "--seed", str(args.seed)]
     if index_dim is not None:
         cmd += ["--index-dim", str(index_dim)]
+    if code is not None:
+        cmd += ["--code", code]
     if truth is not None:
         cmd += ["--truth", str(truth)]
     if args.model:
@@ -162,15 +198,18 @@ def main() -> None:
     p.add_argument("--scaling-strands", default="plus,both",
                    help="strand modes of the scaling series (comma-separated)")
     p.add_argument("--model", help="model file or bundled model's name (default: cluster's, "
-                   "bundled-candidates for graph, bundled-full for kmeans and dbscan)")
+                   "candidates for graph, default for kmeans and dbscan)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--index-dims", default="",
                    help="comma-separated --index-dim values to run every set with, side by "
                         "side (0: HNSW on the full vectors; default: cluster's default only)")
+    p.add_argument("--baseline", help="also run every method with the dnaembed package of "
+                   "this directory (a checkout of another commit), side by side")
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--json", dest="json_out", help="write all results here as JSON")
     p.add_argument("--workdir", help="keep the simulated sets and outputs here")
+    add_write_docs(p, "Clustering")
     # Worker mode (internal).
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--reads", help=argparse.SUPPRESS)
@@ -178,6 +217,7 @@ def main() -> None:
     p.add_argument("--method", help=argparse.SUPPRESS)
     p.add_argument("--output", help=argparse.SUPPRESS)
     p.add_argument("--index-dim", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--code", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         worker(args)
@@ -202,12 +242,17 @@ def main() -> None:
 
     index_dims = [int(x) for x in args.index_dims.split(",") if x] or [None]
 
+    codes = [None] + ([args.baseline] if args.baseline else [])
+
     def record(name, method, strand, reads, truth):
         for dim in index_dims:
-            result = run_worker(reads, truth, method, strand, args, workdir, dim)
-            label = method if dim is None else f"{method}, index-dim {dim}"
-            rows.append({"set": name, "method": label, "strand": strand, "result": result})
-            print(table(rows[-1:]).splitlines()[-1], flush=True)
+            # Hyper-parameters of this checkout's methods may be unknown to the baseline's.
+            for code in codes if ":" not in method else [None]:
+                result = run_worker(reads, truth, method, strand, args, workdir, dim, code)
+                label = method if dim is None else f"{method}, index-dim {dim}"
+                label += " (baseline)" if code else ""
+                rows.append({"set": name, "method": label, "strand": strand, "result": result})
+                print(table(rows[-1:]).splitlines()[-1], flush=True)
 
     for preset in presets:
         name = f"{preset}{'-realistic' if args.realistic else ''}"
@@ -232,6 +277,8 @@ def main() -> None:
                    Path(f"{prefix}.truth.tsv"))
 
     print("\n" + table(rows))
+    finish(args.write_docs, "load: the 1-minute load average before/after each run.\n\n"
+           + table(rows))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(rows, indent=1))
 

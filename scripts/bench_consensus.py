@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from benchlib import REAL_READS, REAL_REFS, REAL_TRUTH
+from benchlib import REAL_READS, REAL_REFS, REAL_TRUTH, add_write_docs, finish
 
-from dnaembed.consensus.engine import consensus_strands
+from dnaembed.consensus import consensus_strands
 from dnaembed.evaluate.recovery import match_references, recovery_scores
 from dnaembed.io.sequences import ReadSet, read_sequences
 from dnaembed.io.tables import read_cluster_table, read_table
@@ -241,6 +241,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="Also write the figures here.")
+    add_write_docs(p, "Consensus")
     args = p.parse_args(argv)
     configure(quiet=True)
     sets = [s for s in args.sets.split(",") if s]
@@ -253,6 +254,7 @@ def main(argv: list[str] | None = None) -> None:
         out.append(r)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
+    finish(args.write_docs, "```text\n" + "\n\n".join(report(r) for r in out) + "\n```")
 
 
 if __name__ == "__main__":

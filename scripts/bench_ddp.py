@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchlib import add_write_docs, finish
+
 DEFAULT_RUNS = "1:allreduce,2:allreduce,2:fp16,2:bf16,2:powersgd"
 
 
@@ -143,6 +145,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", help="extra SECTION.KEY=VALUE overrides")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-o", "--output", default="runs/bench_ddp")
+    add_write_docs(ap, "DDP gradient communication")
     args = ap.parse_args()
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -155,11 +158,11 @@ def main() -> None:
         (out / "results.json").write_text(json.dumps(results, indent=1))
     md = table(results)
     (out / "table.md").write_text(md)
-    print(
-        f"{args.steps} steps, global batch {args.global_batch}, one thread per rank, "
-        f"config {args.config or 'defaults'}\n"
-    )
+    setting = (f"{args.steps} steps, global batch {args.global_batch}, one thread per rank, "
+               f"config {args.config or 'defaults'}")
+    print(setting + "\n")
     print(md)
+    finish(args.write_docs, setting + "\n\n" + md)
 
 
 if __name__ == "__main__":

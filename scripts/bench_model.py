@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Measure encoders against exact Levenshtein distance, and as candidate generators.
 
-For each model (default: both bundled ones, ``bundled-full`` and ``bundled-candidates``):
+For each model (default: both bundled ones, ``default`` and ``candidates``):
   * 20,000 held-out pairs from the channel, strands of 110, 150 and 200 nt, pairs
     spanning 0 edits to unrelated: MAE and mean bias on pairs with d <= 40,
     Spearman over all pairs;
@@ -17,7 +17,7 @@ For each model (default: both bundled ones, ``bundled-full`` and ``bundled-candi
     chooses) the ``--neighbours`` nearest reads in embedding space contain, searched
     as the graph method searches (:class:`dnaembed.cluster.search.NeighbourIndex`).
 
-    python scripts/bench_model.py [--models a.pt bundled-full] [--pairs 20000] [--json out.json]
+    python scripts/bench_model.py [--models a.pt default] [--pairs 20000] [--json out.json]
     python scripts/bench_model.py --recall illumina-array,nanopore,nanopore-hard,real --write-docs
 """
 
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from benchlib import REAL_READS, REAL_TRUTH, cpu_description, write_section
+from benchlib import REAL_READS, REAL_TRUTH, add_write_docs, cpu_description, finish
 
 from dnaembed.evaluate.embedding import approximation_metrics, separation_auc
 from dnaembed.model.checkpoint import BUNDLED_MODELS, load_model
@@ -179,8 +179,7 @@ def main() -> int:
     parser.add_argument("--workdir", default="bench-out/bench_model",
                         help="simulated sets are kept here")
     parser.add_argument("--json", help="write the figures here too")
-    parser.add_argument("--write-docs", action="store_true",
-                        help="put the tables into docs/benchmarks.md")
+    add_write_docs(parser, "Encoders: accuracy, speed and neighbour recall (bench_model)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
@@ -214,8 +213,7 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"models": results, "speed": extra, "recall": recall_rows}, indent=1))
-    if args.write_docs:
-        write_section("Encoders: accuracy, speed and neighbour recall (bench_model)", body)
+    finish(args.write_docs, body)
     return 0
 
 

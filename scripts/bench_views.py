@@ -23,6 +23,7 @@ import sys
 import numpy as np
 import torch
 from bench_model import held_out_pairs, predicted
+from benchlib import Transcript, add_write_docs, finish
 
 from dnaembed.evaluate.embedding import approximation_metrics
 from dnaembed.model.checkpoint import load_model
@@ -57,7 +58,9 @@ def main() -> int:
     parser.add_argument("--views", nargs="*", type=int, default=[1, 2, 4, 8])
     parser.add_argument("--pairs", type=int, default=20_000)
     parser.add_argument("--threads", type=int, default=0)
+    add_write_docs(parser, "Encoder error: relabellings and ensembles")
     args = parser.parse_args()
+    printed = Transcript()
     if args.threads:
         torch.set_num_threads(args.threads)
     if max(args.views) > len(RELABELLINGS) or min(args.views) < 1:
@@ -86,10 +89,12 @@ def main() -> int:
         print(f"| {path} | {correlation(error, complement, pairs, near):.2f} "
               f"| {correlation(error, reversed_pair, pairs, near):.2f} |")
     if len(estimates) > 1:
+        print("\n| ensemble | MAE d<=40 | bias d<=40 | Spearman |\n|---|---:|---:|---:|")
         for k in sorted({1, min(2, max(args.views))}):
             pooled = [v for views in estimates.values() for v in views[:k]]
             print(row(f"ensemble of {len(estimates)} models, {k} relabelling(s) each",
                       np.mean(pooled, axis=0), pairs.distance))
+    finish(args.write_docs, printed.text())
     return 0
 
 

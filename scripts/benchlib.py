@@ -1,16 +1,21 @@
 """What every benchmark script shares: the real data set, the machine's description, the tables.
 
-Each script prints its table and, with ``--write-docs``, puts it into
-``docs/benchmarks.md`` under its own ``## title``, replacing that section if it is
-there. A section's head says once how the table was made: the command, the
-commit, the date and the CPU (model, cores, and the vector-instruction flags
-that decide inference speed: avx2, avx512*, amx*), plus any ISA emulation set in
-the environment (``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``, ``FAISS_OPT_LEVEL``).
+Each script prints its table and, with ``--write-docs [TITLE]`` (:func:`add_write_docs`,
+:func:`finish`), puts it into ``docs/benchmarks.md`` under its own ``## TITLE``,
+replacing that section if it is there. New sections go above the file's
+``# Earlier measurements`` (the history, which the scripts never touch). A section's
+head says once how the table was made: the command, the commit, the date and the CPU
+(model, cores, and the vector-instruction flags that decide inference speed: avx2,
+avx512*, amx*), plus any ISA emulation set in the environment (``ONEDNN_MAX_CPU_ISA``,
+``ATEN_CPU_CAPABILITY``, ``FAISS_OPT_LEVEL``). Scripts that print their tables line by
+line keep a :class:`Transcript` and write it as Markdown (:func:`as_markdown`).
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
+import io
 import os
 import re
 import shlex
@@ -25,6 +30,8 @@ REAL_READS = REAL_SET / "reads.fastq.gz"
 REAL_TRUTH = REAL_SET / "truth.tsv.gz"
 REAL_REFS = REAL_SET / "refs.fasta.gz"
 BENCHMARKS_MD = ROOT / "docs" / "benchmarks.md"
+#: The heading above the history in docs/benchmarks.md: fresh sections go before it.
+EARLIER = "# Earlier measurements"
 #: Environment variables that make a CPU with AVX-512 run as one with AVX2 only.
 ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "FAISS_OPT_LEVEL")
 AVX2_ENVIRONMENT = {
@@ -90,15 +97,87 @@ def table_head(command: str | None = None) -> str:
 
 def write_section(title: str, body: str, *, command: str | None = None,
                   path: Path = BENCHMARKS_MD) -> None:
-    """Put ``body`` (Markdown) under ``## title`` in ``docs/benchmarks.md``, headed once."""
+    """Put ``body`` (Markdown) under ``## title`` in ``docs/benchmarks.md``, headed once.
+
+    Only the part above ``# Earlier measurements`` is searched and extended, so a fresh
+    section never replaces, nor lands among, the earlier ones.
+    """
     section = f"## {title}\n\n{table_head(command)}\n\n{body.strip()}\n"
     text = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text, count=1)
+    split = re.search(rf"^{re.escape(EARLIER)}$", text, re.M)
+    fresh, earlier = (text[: split.start()], text[split.start():]) if split else (text, "")
+    pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^#{{1,2}} |\Z)", re.S | re.M)
+    if pattern.search(fresh):
+        fresh = pattern.sub(lambda _: section + "\n", fresh, count=1)
     else:
-        text = text.rstrip("\n") + "\n\n" + section
+        fresh = fresh.rstrip("\n") + "\n\n" + section + "\n"
+    text = fresh.rstrip("\n") + ("\n\n" + earlier if earlier else "")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".md.tmp")
     tmp.write_text(text.rstrip("\n") + "\n")
     os.replace(tmp, path)
+
+
+def add_write_docs(parser: argparse.ArgumentParser, title: str) -> None:
+    """The ``--write-docs [TITLE]`` option every benchmark script has."""
+    parser.add_argument(
+        "--write-docs", nargs="?", const=title, metavar="TITLE",
+        help=f"also write the table(s) into docs/benchmarks.md under '## TITLE' "
+             f"(default: {title!r}); give each kind of run its own title")
+
+
+def finish(title: str | None, body: str) -> None:
+    """Print the CPU beside the figures; with a title (``--write-docs``), write the section."""
+    print(f"\nCPU: {cpu_description()}", flush=True)
+    if title:
+        write_section(title, body)
+        print(f"wrote '## {title}' in {BENCHMARKS_MD.relative_to(ROOT)}", file=sys.stderr)
+
+
+class Transcript:
+    """From construction on, everything printed to stdout is also kept (``text()``)."""
+
+    def __init__(self) -> None:
+        self._stdout, self._kept = sys.stdout, io.StringIO()
+        sys.stdout = self
+
+    def write(self, s: str) -> int:
+        self._kept.write(s)
+        return self._stdout.write(s)
+
+    def __getattr__(self, name: str):  # flush, isatty, fileno, encoding...
+        return getattr(self._stdout, name)
+
+    def text(self) -> str:
+        """What was printed, as Markdown (see ``as_markdown``)."""
+        return as_markdown(self._kept.getvalue())
+
+    def restore(self) -> None:
+        """Stop keeping: stdout is the real one again."""
+        sys.stdout = self._stdout
+
+
+_SEPARATOR = re.compile(r"^\|[-:| ]+\|$")
+
+
+def as_markdown(printed: str) -> str:
+    """A script's printout as Markdown: table lines kept together, each other line a
+    paragraph; a table row printed after other lines gets its table's head again."""
+    lines = [line.strip() for line in printed.splitlines()]
+    blocks: list[str] = []
+    table: list[str] = []
+    head: list[str] = []
+    for i, line in enumerate(lines):
+        if line.startswith("|"):
+            if i + 1 < len(lines) and _SEPARATOR.match(lines[i + 1]):
+                blocks.append("\n".join(table))
+                table, head = [], [line, lines[i + 1]]
+            elif not table and head and not _SEPARATOR.match(line):
+                table = list(head)
+            table.append(line)
+        else:
+            blocks.append("\n".join(table))
+            table = []
+            blocks.append(line)
+    blocks.append("\n".join(table))
+    return "\n\n".join(b for b in blocks if b)

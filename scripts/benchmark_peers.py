@@ -6,9 +6,10 @@ simulator, or the real ldpc-exp7 set), run ``dnaembed cluster READS -o clusters.
 (defaults) and every installed peer with the settings a careful user would give it
 (see ``scripts/peers/tools.py``: vsearch ``--cluster_fast``, CD-HIT-EST, MMseqs2
 ``easy-linclust``, Clover, Starcode), each under ``/usr/bin/time -v`` with a time limit,
-convert each output to ``read_id<TAB>cluster_id`` (reads a tool dropped become
-singletons), score it with ``dnaembed evaluate --json`` (or the same library function
-until that command exists) and print one Markdown table per set. Results also go to
+score each tool's own output with ``dnaembed evaluate OUTPUT --format uc|clstr|mmseqs|
+starcode|tsv --json`` (Clover's, which no library format reads, converted to
+``read_id<TAB>cluster_id`` first; reads a tool dropped count as singletons) and print
+one Markdown table per set. Results also go to
 ``bench-out/peers.json`` and ``bench-out/peers.md``; each run's files to
 ``bench-out/peers-runs/SET/TOOL-K/``.
 
@@ -37,12 +38,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchlib import add_write_docs, finish
 from peers.convert import complete, write_cluster_tsv
 from peers.datasets import ALL_SETS, REAL_DESIGNS, DataSet, prepare
 from peers.measure import has_gnu_time, run_measured
 from peers.report import evaluate_cli_available, markdown_table, score
 from peers.setup import install_peers
 from peers.tools import DEFAULT_PEERS_VENV, TOOL_NAMES, Tool, all_tools
+
+from dnaembed.errors import DnaembedError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,6 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=ROOT / "bench-out", help="Output directory.")
     p.add_argument("--peers-venv", type=Path, default=DEFAULT_PEERS_VENV)
     p.add_argument("--regenerate", action="store_true", help="Simulate the sets anew.")
+    add_write_docs(p, "Against the peers")
     args = p.parse_args(argv)
     if args.real_designs is None:
         args.real_designs = min(REAL_DESIGNS, round(REAL_DESIGNS * args.strands / 10000))
@@ -122,9 +127,7 @@ def bundled_model_digest() -> str | None:
         return None
 
 
-def run_one(
-    tool: Tool, k: int, setting, ds: DataSet, truth: dict[str, str], args, use_cli: bool
-) -> dict:
+def run_one(tool: Tool, k: int, setting, ds: DataSet, args, use_cli: bool) -> dict:
     """Run one tool with one setting on one set; convert, score; a JSON-able record."""
     record: dict[str, object] = {
         "tool": tool.name,
@@ -162,31 +165,77 @@ def run_one(
         record["log_tail"] = m.log_tail
         print(f"    failed (exit {m.returncode}):\n{m.log_tail}", file=sys.stderr)
         return record
+    score_output(tool, setting, ds, workdir, record, use_cli)
+    if record["status"] == "ok":
+        s = record["scores"]
+        print(
+            f"    A_0.9 {s['A_0.9']:.3f}  ARI {s['ARI']:.3f}  {m.wall_s:.1f} s  "
+            f"{m.peak_rss_mib or 0:.0f} MiB",
+            file=sys.stderr,
+            flush=True,
+        )
+    return record
+
+
+def score_output(tool: Tool, setting, ds: DataSet, workdir: Path, record: dict,
+                 use_cli: bool) -> None:
+    """Read a finished run's output and score it; fills ``record`` (status, scores, notes)."""
     ds.load()
     try:
         mapping = tool.parse(setting, ds, workdir)
         filled, dropped = complete(mapping, ds.ids)
-    except (OSError, ValueError, SyntaxError) as e:
+    except (OSError, ValueError, SyntaxError, DnaembedError) as e:
         record["status"] = "failed"
         record["log_tail"] = f"could not read its output: {e}"
         print(f"    could not read its output: {e}", file=sys.stderr)
-        return record
+        return
     if dropped:
         record["notes"].append(f"{dropped:,} reads left out by the tool (scored as singletons)")
     record["dropped_reads"] = dropped
     clusters = workdir / "clusters.read_cluster.tsv"
     write_cluster_tsv(filled, clusters)
     record["clusters_tsv"] = str(clusters)
-    record["scores"] = score(clusters, ds.truth, truth, use_cli)
+    # The tool's own output, read by `dnaembed evaluate --format` (Clover's: the TSV).
+    fmt = tool.output_format
+    scored = workdir / tool.output_file if fmt else clusters
+    record["scored_file"] = str(scored)
+    record["scores"] = score(scored, ds.truth, use_cli, fmt=fmt or "tsv",
+                             reads=ds.reads if fmt == "starcode" else None)
     record["status"] = "ok"
-    s = record["scores"]
-    print(
-        f"    A_0.9 {s['A_0.9']:.3f}  ARI {s['ARI']:.3f}  {m.wall_s:.1f} s  "
-        f"{m.peak_rss_mib or 0:.0f} MiB",
-        file=sys.stderr,
-        flush=True,
-    )
-    return record
+
+
+def report_header(args, installed: dict[str, tuple[bool, str]], use_cli: bool) -> dict:
+    """The JSON record's head: machine, options, tools; its sets are added as they run."""
+    return {
+        "machine": machine(),
+        "options": {
+            "sets": args.sets,
+            "strands": args.strands,
+            "real_designs": args.real_designs,
+            "coverage": args.coverage,
+            "reverse_fraction": args.reverse_fraction,
+            "seed": args.seed,
+            "timeout_s": args.timeout,
+        },
+        "tools": {n: {"available": ok, "version": v} for n, (ok, v) in installed.items()},
+        "scored_by": "dnaembed evaluate --format FMT --json" if use_cli
+        else "dnaembed.evaluate.clustering.evaluate_files",
+        "sets": [],
+    }
+
+
+def run_tool(tool: Tool, installed: tuple[bool, str], ds: DataSet, args, use_cli: bool):
+    """Each run record of ``tool`` on ``ds`` (one per setting), as it finishes."""
+    ok, why = installed
+    settings = tool.settings(ds)
+    if args.primary_only:
+        settings = settings[:1]
+    if not ok:
+        yield {"tool": tool.name, "settings": settings[0].label, "status": "not installed",
+               "notes": [why]}
+        return
+    for k, setting in enumerate(settings):
+        yield run_one(tool, k, setting, ds, args, use_cli)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,24 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     use_cli = evaluate_cli_available()
     print(
         "scoring with "
-        + ("`dnaembed evaluate --json`" if use_cli else "dnaembed.evaluate.clustering"),
+        + ("`dnaembed evaluate --format`" if use_cli else "dnaembed.evaluate.clustering"),
         file=sys.stderr,
     )
-    report: dict[str, object] = {
-        "machine": machine(),
-        "options": {
-            "sets": args.sets,
-            "strands": args.strands,
-            "real_designs": args.real_designs,
-            "coverage": args.coverage,
-            "reverse_fraction": args.reverse_fraction,
-            "seed": args.seed,
-            "timeout_s": args.timeout,
-        },
-        "tools": {n: {"available": ok, "version": v} for n, (ok, v) in installed.items()},
-        "scored_by": "dnaembed evaluate --json" if use_cli else "dnaembed.evaluate.clustering",
-        "sets": [],
-    }
+    report = report_header(args, installed, use_cli)
     json_path, md_path = args.out / "peers.json", args.out / "peers.md"
     tables: list[str] = []
     for name in args.sets:
@@ -238,7 +273,6 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             regenerate=args.regenerate,
         )
-        truth = ds.truth_map()
         set_record = {
             "name": name,
             "description": ds.spec.description,
@@ -247,18 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         report["sets"].append(set_record)
         for tool in tools:
-            ok, why = installed[tool.name]
-            settings = tool.settings(ds)
-            if args.primary_only:
-                settings = settings[:1]
-            if not ok:
-                set_record["runs"].append(
-                    {"tool": tool.name, "settings": settings[0].label, "status": "not installed",
-                     "notes": [why]}
-                )  # fmt: skip
-                continue
-            for k, setting in enumerate(settings):
-                set_record["runs"].append(run_one(tool, k, setting, ds, truth, args, use_cli))
+            for run in run_tool(tool, installed[tool.name], ds, args, use_cli):
+                set_record["runs"].append(run)
                 json_path.write_text(json.dumps(report, indent=1) + "\n")
         table = markdown_table(set_record)
         tables.append(table)
@@ -266,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         json_path.write_text(json.dumps(report, indent=1) + "\n")
         md_path.write_text("\n".join(tables))
     print(f"wrote {json_path} and {md_path}", file=sys.stderr)
+    finish(args.write_docs, "How the peers are run and what the columns mean: "
+           "[peers.md](peers.md).\n\n" + "\n\n".join(tables))
     return 0
 
 

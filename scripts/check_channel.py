@@ -17,6 +17,7 @@ import sys
 import time
 
 import numpy as np
+from benchlib import Transcript, add_write_docs, finish
 
 from dnaembed.sim.channel import PRESETS
 from dnaembed.sim.coverage import COVERAGE_MODELS, Coverage
@@ -92,12 +93,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--strands", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
+    add_write_docs(parser, "Simulated channel")
     args = parser.parse_args()
+    printed = Transcript()
     ok = check_presets(args.strands, args.seed)
     ok &= check_coverage(args.seed)
     speed = check_speed(args.seed)
     ok &= speed >= 50_000
     print(f"\nall checks {'passed' if ok else 'FAILED'}")
+    finish(args.write_docs, printed.text())
     return 0 if ok else 1
 
 

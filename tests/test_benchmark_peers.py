@@ -16,7 +16,6 @@ from peers.convert import (  # noqa: E402
     complete,
     parse_cdhit_clstr,
     parse_clover,
-    parse_cluster_tsv,
     parse_mmseqs_tsv,
     parse_starcode,
     parse_uc,
@@ -24,7 +23,10 @@ from peers.convert import (  # noqa: E402
 )
 from peers.measure import parse_gnu_time, run_measured  # noqa: E402
 from peers.report import _normalise, markdown_table  # noqa: E402
-from peers.tools import cdhit_word  # noqa: E402
+from peers.tools import all_tools, cdhit_word  # noqa: E402
+
+from dnaembed.errors import InputError  # noqa: E402
+from dnaembed.io.formats import READ_FORMATS, read_assignments  # noqa: E402
 
 UC = """\
 S\t0\t150\t*\t*\t*\t*\t*\tr1\t*
@@ -87,16 +89,23 @@ def test_clover_empty_output_and_dropped_reads():
     assert dropped == 1 and got["a"] == got["b"] != got["c"]
 
 
-def test_cdhit_ids_with_dots_and_cluster_tsv_header():
+def test_cdhit_ids_with_dots_and_cluster_tsv_header(tmp_path):
     got = parse_cdhit_clstr([">Cluster 7", "0\t90nt, >read.1.a... *"])
     assert got == {"read.1.a": "7"}
-    assert parse_cluster_tsv(DNAEMBED.splitlines()) == {"r1": "0", "r2": "0"}
-    assert parse_cluster_tsv(["read_id\tcluster_id", "x\t3"]) == {"x": "3"}
+    (tmp_path / "c.tsv").write_text(DNAEMBED)
+    assert read_assignments(tmp_path / "c.tsv") == {"r1": "0", "r2": "0"}
 
 
 def test_starcode_without_seq_ids_is_refused():
-    with pytest.raises(ValueError, match="--seq-id"):
+    with pytest.raises(InputError, match="--seq-id"):
         parse_starcode(["ACGT\t2"], ["r1", "r2"])
+
+
+def test_each_tool_is_scored_on_its_own_output_by_a_library_format():
+    formats = {t.name: t.output_format for t in all_tools()}
+    assert formats == {"dnaembed": "tsv", "vsearch": "uc", "cd-hit-est": "clstr",
+                       "mmseqs2": "mmseqs", "clover": None, "starcode": "starcode"}
+    assert set(formats.values()) - {None} == set(READ_FORMATS)
 
 
 def test_complete_keeps_input_order_and_rejects_strangers(tmp_path):
@@ -106,8 +115,7 @@ def test_complete_keeps_input_order_and_rejects_strangers(tmp_path):
     with pytest.raises(ValueError, match="not input reads"):
         complete({"zz": "1"}, ["a"])
     write_cluster_tsv(got, tmp_path / "c.tsv")
-    with open(tmp_path / "c.tsv") as f:
-        assert parse_cluster_tsv(f) == got
+    assert read_assignments(tmp_path / "c.tsv") == got
 
 
 def test_gnu_time_fields():

@@ -95,12 +95,12 @@ def test_cluster_uses_the_candidate_encoder_unless_told(tmp_path):
             "--preset", "nanopore", "--seed", "2", "-q", check=True)
     reads = str(tmp_path / "s.fastq.gz")
     tables = {}
-    for name, extra in (("default", []), ("full", ["--search-model", "bundled-full"])):
+    for name, extra in (("default", []), ("full", ["-m", "default"])):
         out = tmp_path / f"{name}.tsv"
         run_cli("cluster", reads, "-o", str(out), *extra, check=True)
         tables[name] = out.read_text().splitlines()
-    assert "model=bundled-candidates" in tables["default"][0]
-    assert "model=bundled-full" in tables["full"][0]
+    assert "model=candidates" in tables["default"][0]
+    assert "model=default" in tables["full"][0]
     # Either encoder only proposes candidates: the exact check gives the same strands here.
     assert len({r.split("\t")[1] for r in tables["default"][2:]}) == len(
         {r.split("\t")[1] for r in tables["full"][2:]})

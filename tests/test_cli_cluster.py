@@ -5,13 +5,11 @@ import os
 
 import numpy as np
 import pytest
-from conftest import assert_clean_error, run_cli
+from conftest import assert_clean_error, run_cli, train_tiny_model
 
 from dnaembed.io.sequences import read_sequences
 from dnaembed.model.checkpoint import load_model
 from dnaembed.model.inference import embed_sequences
-from dnaembed.train.config import load_config
-from dnaembed.train.loop import train
 
 
 @pytest.fixture(scope="module")
@@ -27,15 +25,7 @@ def sim(tmp_path_factory):
 @pytest.fixture(scope="module")
 def short_window_model(tmp_path_factory):
     """A really trained (tiny, briefly) model whose window (64) is shorter than the reads."""
-    d = tmp_path_factory.mktemp("model")
-    config = load_config(None, [
-        "model.window=64", "model.channels=[8,8,8]", "model.embedding_dim=16",
-        "pairs.length_min=40", "pairs.length_max=64", "pairs.primer_length_min=8",
-        "pairs.primer_length_max=12", "pairs.truncate_max=10", "train.batch_size=32",
-        "train.steps=30", "train.val_every=30", "train.val_pairs=64", "train.warmup_steps=5",
-        "train.prefetch=0",
-    ])
-    train(config, d, device="cpu")
+    d = train_tiny_model(tmp_path_factory.mktemp("model"))
     return d / "best.pt"
 
 
@@ -69,14 +59,14 @@ def test_cluster_then_evaluate(sim, tmp_path):
 
 
 def test_cluster_methods_and_options(sim, tmp_path):
-    for method, extra in (("kmeans", ["--k", "30"]), ("dbscan", ["--eps", "30"])):
+    for method, extra in (("kmeans", ["-k", "30"]), ("dbscan", ["--eps", "30"])):
         out = tmp_path / f"{method}.tsv"
         run_cli("cluster", str(sim / "s.fastq.gz"), "--method", method, *extra,
                 "--strand", "plus", "-o", str(out), check=True)
         rows = read_clusters(out)
         assert all(len(r) == 2 for r in rows)  # no orientation column with --strand plus
-    proc = run_cli("cluster", str(sim / "s.fastq.gz"), "--max-dist", "20", "--no-orientation",
-                   "-q", check=True)
+    proc = run_cli("cluster", str(sim / "s.fastq.gz"), "--max-dist", "20",
+                   "--no-orientation-column", "-q", check=True)
     body = [line for line in proc.stdout.decode().splitlines() if not line.startswith("#")]
     assert body and all(len(line.split("\t")) == 2 for line in body)
     assert "max_dist=20" in proc.stdout.decode().splitlines()[0]

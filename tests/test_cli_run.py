@@ -29,9 +29,10 @@ def test_run_writes_clusters_and_strands_and_scores_them(sim, tmp_path):
                    "--truth", str(sim / "s.truth.tsv"), "--refs", str(sim / "s.refs.fasta"),
                    "--json", check=True)
     summary = json.loads(proc.stdout)
-    assert summary["reads"] == 320
-    assert summary["clustering"]["A_0.9"] >= 0.95, summary
-    assert summary["recovery"]["exact"] >= 0.95, summary
+    counts, scores = summary["counts"], summary["scores"]
+    assert counts["reads"] == 320
+    assert scores["clustering"]["A_0.9"] >= 0.95, summary
+    assert scores["recovery"]["exact"] >= 0.95, summary
     # Every read is in the clusters table, with an orientation.
     rows = read_table(out / "clusters.tsv")
     assert len(rows) == 320 and {r[2] for r in rows} == {"+", "-"}
@@ -40,7 +41,7 @@ def test_run_writes_clusters_and_strands_and_scores_them(sim, tmp_path):
     strands = read_sequences(out / "strands.fasta")
     found = sum(s in refs or reverse_complement(s) in refs for s in strands.seqs)
     assert found >= 38
-    assert len(strands) == summary["strands"] == summary["clusters"]
+    assert len(strands) == counts["strands"] == counts["clusters"]
     report = read_table(out / "strands.tsv")
     assert [r[0] for r in report] == strands.ids
     assert sum(int(r[1]) for r in report) == 320  # every non-empty read voted somewhere
@@ -48,7 +49,7 @@ def test_run_writes_clusters_and_strands_and_scores_them(sim, tmp_path):
     # The same scores from `evaluate`, on the files `run` wrote.
     proc = run_cli("evaluate", str(out / "strands.fasta"), "--refs", str(sim / "s.refs.fasta"),
                    "--json", check=True)
-    assert json.loads(proc.stdout)["exact"] == summary["recovery"]["exact"]
+    assert json.loads(proc.stdout)["exact"] == scores["recovery"]["exact"]
     text = run_cli("evaluate", str(out / "strands.fasta"), "--refs",
                    str(sim / "s.refs.fasta"), check=True).stdout.decode()
     assert "exact" in text and "within 3" in text

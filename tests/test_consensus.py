@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dnaembed.consensus import engine as consensus_module
-from dnaembed.consensus.engine import consensus_strands
+from dnaembed.consensus import chunks as consensus_module
+from dnaembed.consensus import consensus_strands
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError, InputError
 from dnaembed.evaluate.recovery import match_references, recovery_scores

@@ -1,4 +1,5 @@
 import gzip
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,3 +114,75 @@ def test_save_npy(tmp_path):
     path = tmp_path / "e.npy"
     save_npy(path, np.arange(6, dtype=np.float32).reshape(2, 3))
     assert np.load(path).shape == (2, 3)
+
+
+def test_output_set_renames_all_together_or_nothing(tmp_path):
+    from dnaembed.io.atomic import OutputSet
+
+    (tmp_path / "b.txt").write_text("old b")
+    with OutputSet({"a": tmp_path / "a.txt", "b": tmp_path / "b.txt"}) as out:
+        Path(out.path("a")).write_text("new a")
+        assert not (tmp_path / "a.txt").exists()  # nothing in place before the end
+        Path(out.path("b")).write_text("new b")
+    assert (tmp_path / "a.txt").read_text() == "new a"
+    assert (tmp_path / "b.txt").read_text() == "new b"
+    with pytest.raises(RuntimeError), OutputSet({"a": tmp_path / "a.txt",
+                                                 "b": tmp_path / "b.txt"}) as out:
+        Path(out.path("a")).write_text("newer a")
+        raise RuntimeError("boom")
+    assert (tmp_path / "a.txt").read_text() == "new a"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+
+
+def test_output_set_creates_and_removes_its_directories(tmp_path):
+    from dnaembed.io.atomic import OutputSet
+
+    out_dir = tmp_path / "x" / "y"
+    with pytest.raises(KeyboardInterrupt), OutputSet(
+            {"t": out_dir / "t.tsv"}, directories=(out_dir,)):
+        assert out_dir.is_dir()
+        raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_set_refuses_inputs_and_twins(tmp_path):
+    from dnaembed.errors import UsageError
+    from dnaembed.io.atomic import OutputSet
+
+    src = tmp_path / "r.fa"
+    src.write_text(">a\nAC\n")
+    (tmp_path / "ln.fa").symlink_to(src)
+    for outputs in ({"-o": tmp_path / "ln.fa"}, {"-o": tmp_path / "sub" / ".." / "r.fa"},
+                    {"-o": "-", "--json": "-"}, {"-o": tmp_path / "x", "--c": tmp_path / "x"}):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        with pytest.raises(UsageError), OutputSet(outputs, inputs={"READS": src}):
+            pass
+    assert src.read_text() == ">a\nAC\n"
+
+
+def test_write_errors_name_the_destination(tmp_path):
+    import errno
+
+    dest = tmp_path / "out.tsv"
+    with pytest.raises(DnaembedError, match=r"out\.tsv: cannot write: No space left"), \
+            atomic_path(dest):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_only_the_header_block_is_comments(write):
+    path = write("c.tsv", "# dnaembed 0.1 cluster\n#read_id\tcluster_id\n#r1\t0\n"
+                          "r2\t0\n#read_id\t1\n# x\t2\n")
+    assert read_table(path) == [["#r1", "0"], ["r2", "0"], ["#read_id", "1"], ["# x", "2"]]
+    assert read_table(write("d.tsv", "#\n# free text\n\n#c1\tc2\na\tb\n")) == [["a", "b"]]
+    assert read_table(write("e.tsv", "a\tb\n#c\td\n")) == [["a", "b"], ["#c", "d"]]
+
+
+def test_tables_and_json_compressed_by_name(tmp_path):
+    path = tmp_path / "t.tsv.gz"
+    write_tsv(path, ["read_id", "cluster_id"], [("r1", 0)])
+    assert path.read_bytes()[:2] == b"\x1f\x8b"
+    assert read_table(path) == [["r1", "0"]]
+    plain = tmp_path / "p.gz"  # compression is read from the content, not the name
+    plain.write_text("a\tb\n")
+    assert read_table(plain) == [["a", "b"]]

@@ -75,3 +75,36 @@ def test_independent_sampler_in_training_format():
     batch = PairSampler(PairConfig(), seed=6).sample_train(40)
     assert len(batch.seqs) == 40 and batch.pairs == 20
     assert (batch.right - batch.left == 20).all()
+
+
+@pytest.mark.parametrize("group_size", [0, 8])
+def test_batches_are_the_same_whoever_draws_them(group_size):
+    # Batch i is a function of (seed, stage, rank, i) only: drawn in this process, by a
+    # background thread, or by one or two worker processes, from the start or resumed at 3.
+    from dnaembed.train.batches import BatchSource, open_stream
+
+    source = BatchSource(PairConfig(group_size=group_size), seed=7, stage=1, rank=0,
+                         batch_size=48, window=400)
+
+    def drawn(start: int, **how) -> list:
+        stream = open_stream(source, start, 6, **how)
+        try:
+            return [stream.next() for _ in range(start, 6)]
+        finally:
+            stream.close()
+
+    inline = drawn(0)
+    fields = ("codes", "left", "right", "distance")
+    for other in (drawn(0, prefetch=2), drawn(0, workers=1), drawn(0, workers=2, prefetch=1),
+                  [None] * 3 + drawn(3, workers=2)):
+        for a, b in zip(inline, other):
+            if b is not None:
+                assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in fields)
+    assert not np.array_equal(inline[0].codes, inline[1].codes)
+    other_stage = BatchSource(PairConfig(group_size=group_size), 7, 2, 0, 48, 400).draw(0)
+    assert not np.array_equal(inline[0].codes, other_stage.codes)
+    for batch in inline[:2]:
+        seqs = ["".join("ACGTN"[c] for c in row if c < 5) for row in batch.codes]
+        for i, j, d in list(zip(batch.left.tolist(), batch.right.tolist(),
+                                batch.distance.tolist()))[:50]:
+            assert Levenshtein.distance(seqs[i], seqs[j]) == d

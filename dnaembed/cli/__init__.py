@@ -9,6 +9,7 @@ from dnaembed.cli import (  # noqa: F401  (register the commands)
     demo,
     embed,
     evaluate,
+    report,
     run,
     simulate,
     train,

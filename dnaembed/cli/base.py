@@ -1,30 +1,37 @@
 """The click group, the entry point and the conventions shared by every command.
 
 Conventions shared by every command: ``-o/--output``, ``--seed``, ``-q/--quiet``,
-``-v/--verbose``, ``-t/--threads``; logs and progress on stderr, results in
-files or on stdout; exit 0 on success, 1 on an error (one line, no traceback),
-2 on a usage error; a closed output pipe (``| head``) ends the command quietly.
+``-v/--verbose``, ``-t/--threads``, ``--log FILE``; logs and progress on stderr,
+results in files or on stdout; exit 0 on success, 1 on an error (one line, no
+traceback), 2 on a usage error; a closed output pipe (``| head``) ends the
+command quietly with status 141, as shell tools do. Every command's help ends
+with examples (:mod:`.examples`).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import traceback
 
 import click
 
 from dnaembed import __version__
-from dnaembed.errors import DnaembedError
-from dnaembed.log import configure
+from dnaembed.errors import DnaembedError, UsageError
+from dnaembed.log import close_log, configure
 
 #: Exit status when the reader of our stdout went away (128 + SIGPIPE), as shell tools do.
 EXIT_BROKEN_PIPE = 141
 
 
+class ClosedPipe(Exception):
+    """Our standard output was closed by its reader (not an OSError: click would catch it)."""
+
+
 def common_options(func):
-    """-q/-v/-t/--seed on every command; sets up logging before the command runs."""
+    """-q/-v/-t/--seed/--log on every command; sets up logging before the command runs."""
 
     @click.option(
         "--seed",
@@ -42,13 +49,37 @@ def common_options(func):
     )
     @click.option("-v", "--verbose", count=True, help="More log detail (debug).")
     @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors; no progress bars.")
+    @click.option("--log", "log_file", type=click.Path(dir_okay=False),
+                  help="Also write the log to this file (with a progress line every 30 s).")
     @functools.wraps(func)
-    def wrapper(*args, quiet: bool, verbose: int, **kwargs):
-        configure(verbosity=verbose, quiet=quiet)
+    def wrapper(*args, quiet: bool, verbose: int, log_file: str | None, **kwargs):
+        if log_file is not None:
+            from dnaembed.io.atomic import check_distinct
+
+            check_distinct(_path_arguments(kwargs), {"--log": log_file})
+        configure(verbosity=verbose, quiet=quiet, log_file=log_file)
         _state["verbose"] = verbose
-        return func(*args, **kwargs)
+        try:
+            return func(*args, **kwargs)
+        except BrokenPipeError:
+            raise ClosedPipe() from None
+        finally:
+            close_log()
 
     return wrapper
+
+
+def _path_arguments(kwargs: dict) -> dict[str, object]:
+    """The command's file arguments and options, by option name (for the --log check)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return {}
+    return {
+        (p.human_readable_name if isinstance(p, click.Argument) else "/".join(p.opts)):
+            kwargs.get(p.name)
+        for p in ctx.command.params
+        if isinstance(p.type, click.Path) and p.name in kwargs
+    }
 
 
 _state = {"verbose": 0}
@@ -57,17 +88,65 @@ _state = {"verbose": 0}
 #: the CLI's start-up): inference and training take the same choices.
 PRECISION_CHOICE = click.Choice(["auto", "float32", "bfloat16"])
 
-#: Options shared by the commands that run the encoder (embed, cluster, run).
+
+class DeviceType(click.ParamType):
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:N``; anything else is a usage error."""
+
+    name = "auto|cpu|cuda|cuda:N"
+    choices = ("auto", "cpu", "cuda", "cuda:N")
+
+    def convert(self, value, param, ctx):
+        text = str(value)
+        if text in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", text):
+            return text
+        self.fail(f"unknown device {text!r} (choose from {', '.join(self.choices)})", param, ctx)
+
+    def shell_complete(self, ctx, param, incomplete):
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(c) for c in ("auto", "cpu", "cuda") if c.startswith(incomplete)]
+
+
+DEVICE = DeviceType()
+
+
+def bundled_model_names() -> list[str]:
+    """Names of the models shipped in the package (``default``, ...), without importing torch."""
+    from importlib import resources
+
+    folder = resources.files("dnaembed.model") / "bundled"
+    return sorted(p.name[:-3] for p in folder.iterdir() if p.name.endswith(".pt"))
+
+
+class ModelType(click.ParamType):
+    """A bundled model's name, or a model file."""
+
+    name = "NAME|FILE"
+
+    def convert(self, value, param, ctx):
+        # A bundled model's name stays a name: load_model resolves it, and the tables'
+        # provenance line records it.
+        return str(value)
+
+    def shell_complete(self, ctx, param, incomplete):
+        from click.shell_completion import CompletionItem
+
+        names = [CompletionItem(n) for n in bundled_model_names() if n.startswith(incomplete)]
+        return names + [CompletionItem(incomplete, type="file")]
+
+
+#: The encoder of ``embed``.
 model_option = click.option(
-    "-m", "--model", "model_path",
-    help="Model file, or bundled-full / bundled-candidates (default: bundled-full).",
+    "-m", "--model", "model_path", type=ModelType(),
+    help=f"A bundled model ({', '.join(bundled_model_names())}) or a model file "
+    "[default: default].",
 )
-#: The encoder of the commands that cluster (cluster, run): the model of the neighbour search.
+#: The encoder of the neighbour search (cluster, run): the exact check decides for graph.
 search_model_option = click.option(
-    "-m", "--model", "--search-model", "model_path",
-    help="Encoder of the neighbour search: a model file, bundled-candidates (small and fast; "
-    "the exact check decides) or bundled-full (the model of embed). Default: "
-    "bundled-candidates for the graph method, bundled-full for kmeans and dbscan.",
+    "-m", "--model", "model_path", type=ModelType(),
+    help=f"Encoder of the neighbour search: a bundled model ({', '.join(bundled_model_names())}) "
+    "or a model file [default: candidates for the graph method (small and fast; the exact "
+    "check decides), default for kmeans and dbscan (they decide on the vectors)].",
 )
 strand_option = click.option(
     "--strand",
@@ -75,6 +154,22 @@ strand_option = click.option(
     default="both",
     show_default=True,
     help="both: a read joins its strand whichever way it was sequenced; plus: reads oriented.",
+)
+
+
+def json_option(what: str):
+    """``--json [FILE]``: a machine-readable summary (no value or ``-``: standard output)."""
+    return click.option(
+        "--json", "json_path", is_flag=False, flag_value="-", default=None,
+        type=click.Path(dir_okay=False, allow_dash=True), metavar="[FILE]",
+        help=f"Write {what} as one JSON object to FILE (no FILE or -: standard output).",
+    )
+
+
+plot_option = click.option(
+    "--plot", "plot_dir", type=click.Path(file_okay=False),
+    help="Also draw PNG plots into this directory (needs matplotlib: pip install "
+    "'dnaembed[plot]').",
 )
 
 
@@ -93,12 +188,24 @@ def inference_options(func):
         help="Reads per inference batch [default: 256 on CPU, 4096 on CUDA].",
     )(func)
     return click.option(
-        "--device", default="auto", show_default=True,
-        help="auto (CUDA when available), cpu, cuda.",
+        "--device", type=DEVICE, default="auto", show_default=True,
+        help="auto (CUDA when available), cpu, cuda or cuda:N.",
     )(func)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class Group(click.Group):
+    """The ``dnaembed`` group: every command's help ends with its examples."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        from dnaembed.cli.examples import epilog
+
+        if cmd.epilog is None:
+            cmd.epilog = epilog(name or cmd.name)
+        super().add_command(cmd, name)
+
+
+@click.group(cls=Group, epilog=None,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="dnaembed")
 def cli() -> None:
     """Cluster DNA-storage sequencing reads with a learned embedding of the edit distance."""
@@ -107,7 +214,7 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the CLI and maps errors to one line and an exit status."""
     try:
-        cli.main(args=argv, prog_name="dnaembed", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="dnaembed", standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
@@ -119,37 +226,41 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("dnaembed: interrupted", file=sys.stderr)
         sys.exit(130)
-    except BrokenPipeError:
+    except (BrokenPipeError, ClosedPipe):
         _silence_stdout()
         sys.exit(EXIT_BROKEN_PIPE)
-    except DnaembedError as e:
-        if _state["verbose"]:
-            traceback.print_exc()
-        print(f"dnaembed: error: {e}", file=sys.stderr)
-        sys.exit(1)
-    except MemoryError:
-        print("dnaembed: error: out of memory (try a smaller batch or input)", file=sys.stderr)
-        sys.exit(1)
-    except OSError as e:
-        if _state["verbose"]:
-            traceback.print_exc()
-        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
-        print(f"dnaembed: error: {where}{e.strerror or e}", file=sys.stderr)
-        sys.exit(1)
-    except Exception as e:  # noqa: BLE001 - the last line of defence: one line, not a traceback
-        if _state["verbose"]:
-            traceback.print_exc()
-        print(
-            f"dnaembed: internal error: {type(e).__name__}: {e} (rerun with -v for details)",
-            file=sys.stderr,
-        )
-        sys.exit(1)
+    except Exception as e:  # noqa: BLE001 - one line, not a traceback
+        sys.exit(_report(e))
     # Flush here so that a closed pipe is noticed while we can still handle it.
     try:
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
         sys.exit(EXIT_BROKEN_PIPE)
+    if isinstance(code, int) and code:
+        sys.exit(code)
+
+
+def _report(e: Exception) -> int:
+    """Print the one-line message of an error; its exit status."""
+    if _state["verbose"]:
+        traceback.print_exc()
+    if isinstance(e, UsageError):
+        print(f"dnaembed: error: {e}", file=sys.stderr)
+        return 2
+    if isinstance(e, DnaembedError):
+        print(f"dnaembed: error: {e}", file=sys.stderr)
+        return 1
+    if isinstance(e, MemoryError):
+        print("dnaembed: error: out of memory (try a smaller batch or input)", file=sys.stderr)
+        return 1
+    if isinstance(e, OSError):
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"dnaembed: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+    print(f"dnaembed: internal error: {type(e).__name__}: {e} (rerun with -v for details)",
+          file=sys.stderr)
+    return 1
 
 
 def _silence_stdout() -> None:
@@ -158,24 +269,21 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def check_writable(*paths: str | None) -> None:
-    """Fail before the work, not after it, when an output file cannot be written."""
-    from pathlib import Path
-
-    for path in paths:
-        if path is None or str(path) == "-":
-            continue
-        where = Path(path)
-        if where.is_dir():
-            raise DnaembedError(f"{path}: cannot write: is a directory")
-        parent = where.parent if str(where.parent) else Path(".")
-        if not parent.is_dir():
-            raise DnaembedError(f"{path}: cannot write: directory {parent} does not exist")
-
-
 def echo_result(text: str) -> None:
     """Results to stdout (logs go to stderr)."""
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def write_json(path: str, data: dict) -> None:
+    """One JSON object to ``path`` (atomic, compressed by name) or to stdout for ``-``."""
+    import json
+
+    from dnaembed.io.atomic import open_output
+    from dnaembed.report.summary import plain
+
+    text = json.dumps(plain(data), indent=1 if str(path) != "-" else None)
+    with open_output(path) as out:
+        out.write(text + "\n")
 
 
 def _length_range(value: str) -> tuple[int, int]:

@@ -5,28 +5,38 @@ from __future__ import annotations
 import click
 
 from dnaembed.cli.base import (
-    check_writable,
     cli,
     common_options,
     constrained,
     inference_options,
+    json_option,
+    plot_option,
     search_model_option,
     strand_option,
 )
+from dnaembed.cli.execution import execution_options
 from dnaembed.cluster import DbscanClusterer, GraphClusterer, KMeansClusterer
 from dnaembed.cluster.search import PROJECTED_DIM
+from dnaembed.io.formats import WRITE_FORMATS
+
+#: Options that only one method takes.
+METHOD_ONLY = {"max_dist": ("--max-dist", "graph"), "n_clusters": ("-k/--k", "kmeans"),
+               "eps": ("--eps", "dbscan"), "min_samples": ("--min-samples", "dbscan"),
+               "min_cluster_size": ("--min-cluster-size", "dbscan"),
+               "refine": ("--refine", "kmeans"), "workers": ("--workers", "graph"),
+               "scheduler": ("--scheduler", "graph")}
 
 
 @cli.command()
-@click.argument("reads", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option(
-    "-o",
-    "--output",
-    default="-",
-    show_default=True,
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help="Clusters TSV: read_id, cluster_id (and orientation), every read.",
-)
+@click.argument("reads", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("-o", "--output", default="-", show_default=True,
+              type=click.Path(dir_okay=False, allow_dash=True),
+              help="Clusters of every read, in --format (.gz compresses).")
+@click.option("-f", "--format", "fmt", type=click.Choice(WRITE_FORMATS), default="tsv",
+              show_default=True,
+              help="tsv: read_id, cluster_id (and orientation); uc: vsearch --uc; clstr: CD-HIT "
+              ".clstr; mmseqs: representative<TAB>member (MMseqs2).")
 @search_model_option
 @click.option(
     "--method",
@@ -36,21 +46,16 @@ from dnaembed.cluster.search import PROJECTED_DIM
     help="graph: neighbours checked with exact edit distance; kmeans, dbscan: on the vectors.",
 )
 @strand_option
-@click.option(
-    "--orientation/--no-orientation",
-    default=None,
-    help="Write each read's orientation relative to its cluster (default: with --strand both).",
-)
-@click.option(
-    "--centers",
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help="Also write one representative read per cluster (FASTA, named by cluster id).",
-)
-@click.option(
-    "--max-dist",
-    type=constrained(GraphClusterer, "max_dist"),
-    help="graph: edit-distance cut for reads of median length (default: from the data).",
-)
+@click.option("--orientation-column/--no-orientation-column", "orientation_column",
+              default=None,
+              help="tsv: write each read's orientation (+/-) relative to its cluster "
+              "(default: with --strand both).")
+@click.option("--centers", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Also write one representative read per cluster (FASTA, named by cluster id).")
+@click.option("--size-labels", is_flag=True,
+              help="Name the --centers usearch-style, READ;size=N;cluster=C; (vsearch --sizein).")
+@click.option("--max-dist", type=constrained(GraphClusterer, "max_dist"),
+              help="graph: edit-distance cut for reads of median length (default: from the data).")
 @click.option(
     "--neighbours",
     type=constrained(GraphClusterer, "neighbours"),
@@ -58,12 +63,18 @@ from dnaembed.cluster.search import PROJECTED_DIM
     show_default=True,
     help="Candidate neighbours per read in embedding space.",
 )
-@click.option("--k", "n_clusters", type=constrained(KMeansClusterer, "n_clusters"),
+@click.option("-k", "--k", "n_clusters", type=constrained(KMeansClusterer, "n_clusters"),
               help="kmeans: number of clusters (default: estimated from the data).")
 @click.option("--eps", type=constrained(DbscanClusterer, "eps"),
               help="dbscan: radius in edits (default: the data-derived threshold).")
 @click.option("--min-samples", type=constrained(DbscanClusterer, "min_samples"),
               help="dbscan: reads within eps that make a core read [default: 3].")
+@click.option("--min-cluster-size", type=constrained(DbscanClusterer, "min_cluster_size"),
+              help="dbscan: smallest part a cluster is split into where it is two dense groups "
+              "joined by a few reads [default: 5].")
+@click.option("--refine", is_flag=True, default=None,
+              help="kmeans: exact-distance refinement of the final assignment (reads over the "
+              "threshold from their cluster's representative move or start a cluster).")
 @click.option("--rescue/--no-rescue", default=True, show_default=True,
               help="Second chance for truncated reads and reads left alone.")
 @click.option(
@@ -71,115 +82,61 @@ from dnaembed.cluster.search import PROJECTED_DIM
     type=constrained(GraphClusterer, "index"),
     default="auto",
     show_default=True,
-    help="Neighbour search: exact up to 20,000 reads, HNSW beyond (auto).",
+    help="kmeans, dbscan: neighbour search, exact up to 20,000 reads, HNSW beyond (auto); "
+    "graph: always exact, within partitions.",
 )
 @click.option(
     "--index-dim",
     type=constrained(GraphClusterer, "index_dim"),
     default=PROJECTED_DIM,
     show_default=True,
-    help="HNSW: build the graph on a PCA projection of the vectors to this many dimensions, "
-    "re-ranking its candidates at full width (0: on the full vectors).",
+    help="Search on a PCA projection of wider vectors to this many dimensions (0: the full "
+    "vectors); graph: the width of the partitions' search.",
 )
+@click.option(
+    "--partition-size", type=click.IntRange(min=256), default=4096, show_default=True,
+    help="graph: reads per partition (each partition is one task).",
+)
+@json_option("the summary (threshold, counts, sizes, times, model, versions)")
+@plot_option
 @inference_options
+@execution_options
 @common_options
-def cluster(
-    reads: str,
-    output: str,
-    model_path: str | None,
-    method: str,
-    strand: str,
-    orientation: bool | None,
-    centers: str | None,
-    max_dist: int | None,
-    neighbours: int,
-    n_clusters: int | None,
-    eps: float | None,
-    min_samples: int | None,
-    rescue: bool,
-    index: str,
-    index_dim: int,
-    device: str,
-    batch_size: int | None,
-    precision: str,
-    seed: int,
-    threads: int,
-) -> None:
-    """Cluster READS by strand; write read_id<TAB>cluster_id for every read.
+def cluster(reads: tuple[str, ...], output: str, fmt: str, model_path: str | None,
+            method: str, strand: str, orientation_column: bool | None, centers: str | None,
+            size_labels: bool, json_path: str | None, plot_dir: str | None, device: str,
+            batch_size: int | None, precision: str, seed: int, threads: int,
+            **method_options) -> None:
+    """Cluster READS (one or more files, one run) by strand; write every read's cluster.
 
     Cluster ids are 0, 1, ... by decreasing cluster size; singletons included.
-    With --strand both a third column gives each read's orientation (+/-)
-    relative to its cluster's representative. The log (standard error) reports
-    the threshold chosen, the time per stage and the number of clusters.
+    With --strand both the TSV's third column gives each read's orientation
+    (+/-) relative to its cluster's representative. The log (standard error)
+    reports the threshold chosen, how the work was split, the time per stage
+    and the number of clusters. READS may be - (standard input, plain or gzip).
+    The graph method runs in partitions, as tasks: here (--threads), on a Dask
+    LocalCluster (--workers) or on a Dask cluster (--scheduler); the output is
+    the same wherever they run.
     """
-    import time
+    from dnaembed.cli.jobs import cluster_job
 
-    from dnaembed.errors import DnaembedError
-    from dnaembed.io.clusters import write_centers, write_clusters
-    from dnaembed.io.sequences import read_sequences
-    from dnaembed.io.tables import command_header
-    from dnaembed.log import logger, set_threads
-    from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
-    from dnaembed.pipeline import cluster_reads
-
-    misplaced = [
-        (name, only)
-        for name, value, only in (
-            ("--max-dist", max_dist, "graph"),
-            ("--k", n_clusters, "kmeans"),
-            ("--eps", eps, "dbscan"),
-            ("--min-samples", min_samples, "dbscan"),
-        )
-        if value is not None and method != only
-    ]
-    if misplaced:
-        name, only = misplaced[0]
-        raise click.UsageError(f"{name} applies to --method {only} only")
-    if output == "-" and centers == "-":
-        raise DnaembedError("--output and --centers cannot both be standard output")
-    if orientation and strand == "plus":
-        raise click.UsageError("--orientation needs --strand both")
-    check_writable(output, centers)
-    workers = set_threads(threads)
-
-    start = time.perf_counter()
-    checkpoint = load_search_model(model_path, method, resolve_device(device))
-    seconds_load = time.perf_counter() - start
-    read_set = read_sequences(reads)
-    seconds_read = time.perf_counter() - start - seconds_load
-    params = {
-        "graph": {"max_dist": max_dist},
-        "kmeans": {"n_clusters": n_clusters},
-        "dbscan": {"eps": eps, "min_samples": min_samples},
-    }[method]
-    params.update(
-        neighbours=neighbours, rescue=rescue, index=index, index_dim=index_dim, threads=workers,
-        seed=seed,
+    _check_options(method, strand, orientation_column, centers, size_labels, method_options)
+    cluster_job(
+        reads, outputs={"-o/--output": output, "--centers": centers, "--json": json_path},
+        plot_dir=plot_dir, fmt=fmt, model_path=model_path, method=method, strand=strand,
+        orientation=strand == "both" if orientation_column is None else orientation_column,
+        size_labels=size_labels, options=method_options, device=device,
+        batch_size=batch_size, precision=precision, seed=seed, threads=threads,
     )
-    result = cluster_reads(
-        read_set.seqs, checkpoint.model, method=method, strand=strand, params=params,
-        batch_size=batch_size, precision=precision,
-    )
-    result.timings = {"model": seconds_load, "read": seconds_read, **result.timings}
 
-    start = time.perf_counter()
-    header_params = {
-        "model": search_model_name(model_path, method),
-        "method": method,
-        "strand": strand,
-        "max_dist": result.threshold.max_dist if result.threshold else None,
-        "threshold": result.threshold.source if result.threshold else None,
-        **{k: v for k, v in params.items() if k not in ("max_dist", "threads")},
-    }
-    write_clusters(
-        output, read_set.ids, result,
-        header=command_header("cluster", header_params),
-        orientation=strand == "both" if orientation is None else orientation,
-    )
-    if centers is not None:
-        write_centers(centers, read_set.ids, read_set.seqs, result)
-    result.timings["write"] = time.perf_counter() - start
-    if len(read_set) == 0:
-        logger.warning("%s: no reads; wrote an empty table", reads)
-    stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
-    logger.info("%d reads in %d clusters (%s)", len(read_set), result.n_clusters, stages)
+
+def _check_options(method: str, strand: str, orientation_column: bool | None,
+                   centers: str | None, size_labels: bool, options: dict) -> None:
+    """Usage errors: options of another method, or that need another option."""
+    for key, (name, only) in METHOD_ONLY.items():
+        if options.get(key) is not None and method != only:
+            raise click.UsageError(f"{name} applies to --method {only} only")
+    if orientation_column and strand == "plus":
+        raise click.UsageError("--orientation-column needs --strand both")
+    if size_labels and centers is None:
+        raise click.UsageError("--size-labels names the --centers: give --centers FILE")

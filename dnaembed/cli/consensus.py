@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dnaembed.cli.base import check_writable, cli, common_options, echo_result
+from dnaembed.cli.base import cli, common_options, echo_result, json_option, plot_option
 
 
 @cli.command()
@@ -15,6 +15,7 @@ from dnaembed.cli.base import check_writable, cli, common_options, echo_result
     "--output",
     default="-",
     show_default=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
     help="Strands (FASTA; .gz compresses; - for standard output).",
 )
 @click.option(
@@ -57,19 +58,20 @@ from dnaembed.cli.base import check_writable, cli, common_options, echo_result
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Also write a TSV: cluster_id, size, confidence, agreement, distance, length, ...",
 )
+@json_option("the summary (counts, support and confidence, times, versions)")
+@plot_option
 @common_options
 def consensus(
     reads: str,
     clusters: str,
     output: str,
-    expected_length: int | None,
-    min_size: int,
     orientation: str,
-    max_iterations: int,
-    medoid_only: bool,
     report: str | None,
+    json_path: str | None,
+    plot_dir: str | None,
     seed: int,
     threads: int,
+    **options,
 ) -> None:
     """Reconstruct each cluster's strand from its reads.
 
@@ -77,60 +79,29 @@ def consensus(
     read_id<TAB>cluster_id[<TAB>orientation] (what `dnaembed cluster` writes; a
     truth table works too). Reads absent from CLUSTERS are ignored; a read id
     in CLUSTERS that is not in READS is an error. Writes one FASTA record per
-    cluster: the cluster id, then size=, confidence= (fraction of positions no
-    single read could overturn), agreement= and distance= (mean edit distance
-    of the reads to the strand).
+    cluster, in cluster id order: the cluster id, then size=, confidence=
+    (fraction of positions no single read could overturn), agreement= and
+    distance= (mean edit distance of the reads to the strand).
     """
-    from dnaembed.consensus.engine import consensus_strands, write_strand_report, write_strands
-    from dnaembed.errors import DnaembedError, InputError
-    from dnaembed.io.sequences import describe_path, read_sequences
-    from dnaembed.io.tables import command_header, read_cluster_table
+    from dnaembed.cli.jobs import consensus_job
+    from dnaembed.errors import InputError
     from dnaembed.log import logger
 
     if str(reads) == "-" and str(clusters) == "-":
         raise InputError("READS and CLUSTERS cannot both be standard input")
-    if report is not None and str(report) == "-" and str(output) == "-":
-        raise DnaembedError("--report and --output cannot both be standard output")
-    check_writable(output, report)
-    readset = read_sequences(reads)
-    table = read_cluster_table(clusters, readset.ids)
-    absent = len(readset) - len(table.labels)
-    if absent:
-        logger.info("%d of %d reads are in no cluster of %s: ignored", absent, len(readset),
-                    describe_path(clusters))
-    given = table.orientation if orientation == "auto" else None
-    if orientation == "forward":
-        given = "forward"
-    logger.info(
-        "orientation: %s",
-        "from the clusters table" if isinstance(given, dict) else (given or "inferred"),
-    )
-    strands = consensus_strands(
-        readset,
-        table.labels,
-        expected_length=expected_length,
-        min_size=min_size,
-        orientation=given,
-        refine=not medoid_only,
-        max_iterations=max_iterations,
-        seed=seed,
-        threads=threads,
-    )
+    outputs = {"-o/--output": output, "--report": report, "--json": json_path}
+    n_reads, strands = consensus_job(reads, clusters, outputs=outputs, plot_dir=plot_dir,
+                                     orientation=orientation, options=options, seed=seed,
+                                     threads=threads)
     if not strands:
-        logger.warning("no cluster with at least %d read(s): writing no strand", min_size)
-    params = dict(reads=reads, clusters=clusters, length=expected_length, min_size=min_size,
-                  orientation=orientation, max_iterations=max_iterations,
-                  medoid_only=medoid_only or None, seed=seed)
-    if report:
-        write_strand_report(report, strands, header=command_header("consensus", params),
-                            medoid_only=medoid_only)
-    write_strands(output, strands, medoid_only=medoid_only)
+        logger.warning("no cluster with at least %d read(s): writing no strand",
+                       options["min_size"])
     sure = sum(1 for s in strands if s.confidence >= 1.0)
     summary = (
-        f"{len(strands)} strands from {len(readset)} reads"
+        f"{len(strands)} strands from {n_reads} reads"
         f" ({sure} with every position backed by a margin of two reads or more)"
     )
-    if str(output) == "-":
+    if "-" in (output, json_path):
         logger.info(summary)
     else:
         echo_result(f"{summary}: {output}")

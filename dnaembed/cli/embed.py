@@ -14,7 +14,8 @@ from dnaembed.cli.base import cli, common_options, inference_options, model_opti
     "--output",
     required=True,
     type=click.Path(dir_okay=False),
-    help="Embeddings .npy (one row per read); the read ids go beside it in NAME.ids.txt.",
+    help="Embeddings .npy (one row per read); the read ids go beside it in NAME.ids.txt. "
+    "A file: not - (standard output) nor compressed.",
 )
 @model_option
 @click.option(
@@ -53,17 +54,26 @@ def embed(
     order). Reads longer than the model's window are embedded by their first
     window bases; the log says how many.
     """
+    from dnaembed.errors import UsageError
+    from dnaembed.io.atomic import OutputSet
     from dnaembed.io.vectors import ids_path_for
     from dnaembed.log import logger, set_threads
     from dnaembed.model.checkpoint import load_model, resolve_device
     from dnaembed.model.inference import embed_file
 
-    set_threads(threads)
-    checkpoint = load_model(model_path, resolve_device(device))
-    summary = embed_file(
-        reads, checkpoint.model, output, dtype=dtype, batch_size=batch_size,
-        chunk_size=chunk_size, precision=precision,
-    )
+    if output == "-" or output.endswith((".gz", ".bz2", ".xz", ".zst")):
+        raise UsageError(f"-o/--output {output}: embeddings are a .npy file (memory-mappable, "
+                         "uncompressed) with its ids beside it; give a file name")
+    outputs = {"-o/--output": output, "ids": str(ids_path_for(output))}
+    with OutputSet(outputs, inputs={"READS": reads}) as out:
+        set_threads(threads)
+        checkpoint = load_model(model_path, resolve_device(device))
+        # embed_file writes the ids beside its output: in the OutputSet's staging
+        # directory, where the set expects them.
+        summary = embed_file(
+            reads, checkpoint.model, out.path("-o/--output"), dtype=dtype,
+            batch_size=batch_size, chunk_size=chunk_size, precision=precision,
+        )
     if summary.truncated:
         logger.warning(
             "%d of %d reads are longer than the model's window of %d: embedded by their "

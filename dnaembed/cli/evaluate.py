@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from dnaembed.cli.base import cli, common_options, echo_result
+from dnaembed.cli.base import cli, common_options, echo_result, json_option, write_json
+from dnaembed.io.formats import READ_FORMATS
 
 
 @cli.command()
@@ -22,19 +21,23 @@ from dnaembed.cli.base import cli, common_options, echo_result
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Score RESULT as recovered strands (FASTA): the reference strands (FASTA).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the scores as one JSON object.")
+@click.option("-f", "--format", "fmt", type=click.Choice(READ_FORMATS), default="tsv",
+              show_default=True,
+              help="RESULT's format as clusters: tsv (dnaembed cluster), uc (vsearch --uc), "
+              "clstr (CD-HIT), mmseqs (MMseqs2 cluster TSV), starcode (starcode --seq-id).")
+@click.option("--reads", type=click.Path(dir_okay=False, allow_dash=True),
+              help="The reads the tool clustered, in its input order (needed by starcode, "
+              "whose output numbers its input lines; checks the read ids of the others).")
+@json_option("the scores")
 @common_options
-def evaluate(result: str, truth: str | None, refs: str | None, as_json: bool, seed: int,
-             threads: int) -> None:
+def evaluate(result: str, truth: str | None, refs: str | None, fmt: str, reads: str | None,
+             json_path: str | None, seed: int, threads: int) -> None:
     """Score RESULT: clusters (with --truth) or recovered strands (with --refs).
 
-    \b
-    dnaembed evaluate clusters.tsv --truth reads.truth.tsv
-    dnaembed evaluate strands.fasta --refs reads.refs.fasta
-
-    Clusters (read_id<TAB>cluster_id): A_gamma at 0.8 / 0.9 / 1.0 (Rashtchian
-    et al.: the fraction of true clusters C for which some output cluster C' is
-    a subset of C with |C'| >= gamma |C|), ARI, NMI and cluster counts. Reads
+    Clusters (read_id<TAB>cluster_id, or another tool's --format): A_gamma at
+    0.8 / 0.9 / 1.0 (Rashtchian et al.: the fraction of true clusters C for
+    which some output cluster C' is a subset of C with |C'| >= gamma |C|), ARI,
+    NMI and cluster counts. Reads
     of the truth missing from RESULT count as singletons; reads of no strand
     (strand id 'contaminant', or absent from the truth) are noise.
 
@@ -42,18 +45,23 @@ def evaluate(result: str, truth: str | None, refs: str | None, as_json: bool, se
     distance 1 and 3 (each reference against its nearest strand), and the
     per-position error of the strands found.
     """
-    from dnaembed.errors import DnaembedError
+    from dnaembed.errors import DnaembedError, UsageError
+    from dnaembed.io.atomic import check_distinct
 
     if (truth is None) == (refs is None):
         raise DnaembedError("evaluate needs one of --truth TRUTH.tsv (clusters) or "
                             "--refs REFS.fasta (strands)")
-    if result == "-" and "-" in (truth, refs):
+    if result == "-" and "-" in (truth, refs, reads):
         raise DnaembedError("RESULT and its reference cannot both be standard input")
+    if refs is not None and (fmt != "tsv" or reads is not None):
+        raise UsageError("--format and --reads apply to clusters (--truth) only")
+    check_distinct({"RESULT": result, "--truth": truth, "--refs": refs, "--reads": reads},
+                   {"--json": json_path})
     if truth is not None:
         from dnaembed.evaluate.clustering import evaluate_files, format_scores
 
-        scores = evaluate_files(result, truth)
-        key = {"clusters": result, "truth": truth}
+        scores = evaluate_files(result, truth, fmt=fmt, reads_path=reads)
+        key = {"clusters": result, "format": fmt, "truth": truth}
     else:
         from dnaembed.evaluate.recovery import format_scores, recovery_scores
         from dnaembed.io.sequences import read_sequences
@@ -62,7 +70,7 @@ def evaluate(result: str, truth: str | None, refs: str | None, as_json: bool, se
         strands = read_sequences(result)
         scores = recovery_scores(references.seqs, strands.seqs, workers=threads or -1)
         key = {"strands": result, "refs": refs}
-    if as_json:
-        echo_result(json.dumps({**key, **scores}))
-    else:
+    if json_path is not None:
+        write_json(json_path, {**key, **scores})
+    if json_path != "-":
         echo_result(format_scores(scores))

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import click
 
 from dnaembed.cli.base import (
@@ -13,14 +10,18 @@ from dnaembed.cli.base import (
     constrained,
     echo_result,
     inference_options,
+    json_option,
+    plot_option,
     search_model_option,
     strand_option,
 )
+from dnaembed.cli.execution import execution_options
 from dnaembed.cluster import GraphClusterer
 
 
 @cli.command()
-@click.argument("reads", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("reads", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "-o",
     "--output",
@@ -59,93 +60,54 @@ from dnaembed.cluster import GraphClusterer
     type=click.Path(dir_okay=False),
     help="Also score the strands: the reference strands (FASTA).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option(
+    "--partition-size", type=click.IntRange(min=256), default=4096, show_default=True,
+    help="Reads per partition of the clustering (each partition is one task).",
+)
+@json_option("the summary (threshold, counts, sizes, support, times, model, versions, scores)")
+@plot_option
 @inference_options
+@execution_options
 @common_options
 def run(
-    reads: str,
+    reads: tuple[str, ...],
     out_dir: str,
-    model_path: str | None,
-    strand: str,
-    max_dist: int | None,
-    expected_length: int | None,
-    min_size: int,
-    truth: str | None,
-    refs: str | None,
-    as_json: bool,
-    device: str,
-    batch_size: int | None,
-    precision: str,
+    json_path: str | None,
+    plot_dir: str | None,
     seed: int,
     threads: int,
+    **options,
 ) -> None:
-    """Cluster READS and reconstruct one strand per cluster, with the bundled model.
+    """Cluster READS (one or more files, one run) and reconstruct one strand per cluster.
 
     `dnaembed cluster` then `dnaembed consensus` in one command (graph method,
     threshold from the data). Writes OUT/clusters.tsv (read_id, cluster_id,
-    orientation), OUT/strands.fasta (one strand per cluster, named by cluster
-    id, with its size and confidence) and OUT/strands.tsv (per-strand report).
+    orientation), OUT/strands.fasta (one strand per cluster in cluster id order,
+    named by cluster id, with its size and confidence) and OUT/strands.tsv
+    (per-strand report): all three new, or none if the command fails.
     With --truth and --refs, prints the clustering and recovery scores too.
     """
-    from dnaembed.consensus.engine import write_strand_report, write_strands
-    from dnaembed.evaluate.clustering import evaluate_files, read_truth
+    from dnaembed.cli.jobs import run_job
+
+    summary = run_job(reads, out_dir, json_path=json_path, plot_dir=plot_dir, seed=seed,
+                      threads=threads, **options)
+    if json_path == "-":
+        return
+    echo_result(format_run(summary, out_dir))
+
+
+def format_run(summary: dict, out_dir: str) -> str:
+    """The text that `run` prints: counts, and the scores when it has them."""
     from dnaembed.evaluate.clustering import format_scores as format_cluster_scores
     from dnaembed.evaluate.recovery import format_scores as format_recovery_scores
-    from dnaembed.evaluate.recovery import recovery_scores
-    from dnaembed.io.clusters import write_clusters
-    from dnaembed.io.sequences import read_sequences
-    from dnaembed.io.tables import command_header
-    from dnaembed.log import logger, set_threads
-    from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
-    from dnaembed.pipeline import reads_to_strands
 
-    out = Path(out_dir)
-    workers = set_threads(threads)
-    checkpoint = load_search_model(model_path, "graph", resolve_device(device))
-    read_set = read_sequences(reads)
-    # Read the references and the truth before the long work: a bad file should fail fast.
-    ref_set = read_sequences(refs) if refs else None
-    if truth:
-        read_truth(truth)
-    out.mkdir(parents=True, exist_ok=True)
-
-    result, strands = reads_to_strands(
-        read_set, checkpoint.model, strand=strand, params={"max_dist": max_dist},
-        expected_length=expected_length, min_size=min_size, seed=seed, threads=workers,
-        batch_size=batch_size, precision=precision,
-    )
-    params = {
-        "reads": reads, "model": search_model_name(model_path, "graph"), "strand": strand,
-        "max_dist": result.threshold.max_dist if result.threshold else None,
-        "threshold": result.threshold.source if result.threshold else None,
-        "length": expected_length, "min_size": min_size, "seed": seed,
-    }
-    header = command_header("run", params)
-    write_clusters(out / "clusters.tsv", read_set.ids, result, header=header,
-                   orientation=strand == "both")
-    write_strands(out / "strands.fasta", strands)
-    write_strand_report(out / "strands.tsv", strands, header=header)
-    stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
-    logger.info("%d reads, %d clusters, %d strands (%s)", len(read_set), result.n_clusters,
-                len(strands), stages)
-
-    summary: dict[str, object] = {
-        "reads": len(read_set), "clusters": result.n_clusters, "strands": len(strands),
-        "outputs": [str(out / name) for name in ("clusters.tsv", "strands.fasta", "strands.tsv")],
-    }
-    if truth:
-        summary["clustering"] = evaluate_files(out / "clusters.tsv", truth)
-    if ref_set is not None:
-        summary["recovery"] = recovery_scores(ref_set.seqs, [s.sequence for s in strands],
-                                              workers=workers)
-    if as_json:
-        echo_result(json.dumps(summary))
-        return
-    lines = [f"{len(read_set):,} reads -> {result.n_clusters:,} clusters -> "
-             f"{len(strands):,} strands in {out}/ (clusters.tsv, strands.fasta, strands.tsv)"]
-    if "clustering" in summary:
-        lines += ["", "clusters against the truth:", format_cluster_scores(summary["clustering"])]
-    if "recovery" in summary:
+    counts, scores = summary["counts"], summary.get("scores", {})
+    lines = [f"{counts['reads']:,} reads -> {counts['clusters']:,} clusters -> "
+             f"{counts['strands']:,} strands in {out_dir}/ (clusters.tsv, strands.fasta, "
+             "strands.tsv)"]
+    if "clustering" in scores:
+        lines += ["", "clusters against the truth:", format_cluster_scores(scores["clustering"])]
+    if "recovery" in scores:
         lines += ["", "strands against the references:",
-                  format_recovery_scores(summary["recovery"])]
-    echo_result("\n".join(lines))
+                  format_recovery_scores(scores["recovery"])]
+    return "\n".join(lines)

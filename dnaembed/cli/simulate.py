@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from dnaembed.cli.base import FRACTION, RATE, _length_range, cli, common_options, echo_result
+from dnaembed.sim.channel import PRESETS
 
 
 @cli.command()
@@ -52,9 +53,10 @@ from dnaembed.cli.base import FRACTION, RATE, _length_range, cli, common_options
 @click.option("--primer-3", "primer3", help="Explicit 3' primer (overrides --primers).")
 @click.option(
     "--preset",
+    type=click.Choice(list(PRESETS)),
     default="nanopore",
     show_default=True,
-    help="Channel preset: illumina, illumina-array, nanopore, nanopore-hard.",
+    help="Channel preset (error rates of a sequencing technology).",
 )
 @click.option("--sub", type=RATE, help="Substitution rate per nt (overrides the preset).")
 @click.option("--ins", type=RATE, help="Insertion rate per nt (overrides the preset).")

@@ -350,6 +350,8 @@ class Clusterer:
         full = shorter >= FULL_LENGTH_FRACTION * data.median_length
         use = full if full.sum() >= 100 else np.ones(len(dist), dtype=bool)
         est = estimate_threshold(dist[use], data.median_length)
+        # The sampled distances behind the cut, for the summary and its plot.
+        self.stats_["distance_histogram"] = np.bincount(dist[use])
         if user_value is not None:
             est = Threshold(int(user_value), "user", est.same_peak, est.unrelated_peak,
                             est.pairs, est.reference_length)
@@ -357,6 +359,36 @@ class Clusterer:
         noisy = est.source == "fallback" and len(data) > 50
         (logger.warning if noisy else logger.info)("%s", est.describe())
         return est
+
+    def _check(self, data: FitData, pairs: CandidatePairs, threshold: Threshold
+               ) -> tuple[CandidatePairs, np.ndarray]:
+        """The pairs within the threshold (exact Levenshtein, cut per length), and distances."""
+        dist = self._exact_distances(data, pairs, threshold)
+        close = dist >= 0
+        self.stats_["verified_pairs"] = int(self.stats_.get("verified_pairs", 0)) + int(close.sum())
+        return pairs.subset(close), dist[close]
+
+    def _exact_distances(self, data: FitData, pairs: CandidatePairs, threshold: Threshold
+                         ) -> np.ndarray:
+        """Each pair's exact distance where within the threshold's cut, else -1."""
+        lengths = data.lengths
+        cuts = threshold.cuts(np.maximum(lengths[pairs.lo], lengths[pairs.hi]))
+        # A length difference over the cut already rules a pair out; empty reads never link.
+        possible = (np.abs(lengths[pairs.lo] - lengths[pairs.hi]) <= cuts) & (
+            np.minimum(lengths[pairs.lo], lengths[pairs.hi]) > 0
+        )
+        checked = pairs.subset(possible)
+        cuts = cuts[possible]
+        start = time.perf_counter()
+        rc = self._rc_seqs(data) if checked.parity.any() else None
+        cutoff = int(cuts.max()) if len(cuts) else 0
+        dist = levenshtein_pairs(data.seqs, rc, checked, cutoff=cutoff, workers=self._workers())
+        self._add_time("check", start)
+        out = np.full(len(pairs), -1, dtype=np.int64)
+        out[np.flatnonzero(possible)[dist <= cuts]] = dist[dist <= cuts]
+        for key, value in (("candidate_pairs", len(pairs)), ("checked_pairs", len(checked))):
+            self.stats_[key] = int(self.stats_.get(key, 0)) + value
+        return out
 
     def _rescue_candidates(self, data: FitData) -> Callable[[np.ndarray], tuple]:
         """Nearest reads (by embedding, both orientations) of given rows: (indices, distances)."""

@@ -1,25 +1,35 @@
-"""DBSCAN (scikit-learn) on the embedding-neighbour graph, for comparison.
+"""DBSCAN whose links are checked: exact edit distances, split as HDBSCAN does.
 
-``eps`` is in Levenshtein units (default: the data-derived threshold of
-:mod:`dnaembed.cluster.threshold`). It is converted to the embedding's
-squared-distance scale by matching quantiles on sampled candidate pairs (each
-with its exact distance and its embedding distance): if a fraction q of the
-pairs are within eps edits, eps in embedding units is the q-quantile of their
-squared embedding distances. A perfectly calibrated model gives back eps; a
-biased one (distances compressed, say) gets the eps that keeps the same pairs.
-The quantile is the midpoint between the m-th and (m+1)-th smallest embedding
-distances, m the number of pairs within eps: eps usually falls in the gap
-between one strand's pairs and unrelated pairs, and an interpolated quantile
-there lands next to the nearest unrelated pair (with 12 strands it merged two).
+1. Neighbourhoods: each read's ``neighbours`` nearest reads in embedding space, as
+   read and reverse-complemented (faiss), then the exact Levenshtein distance of
+   every candidate pair (C, bit-parallel, all cores); pairs over ``eps`` are
+   dropped. ``eps`` is in edits for reads of the median length and scales with
+   the longer read's length, like the graph method's threshold (default: that
+   threshold, chosen from the data, :mod:`dnaembed.cluster.threshold`). The
+   embedding only proposes; no link rests on an embedding distance.
+2. DBSCAN on those exact distances: core reads have ``min_samples`` reads within
+   ``eps`` (themselves and collapsed copies included); core reads within ``eps``
+   of each other are linked; border reads join their nearest core read's cluster.
+3. HDBSCAN's split (``min_cluster_size``; None: plain DBSCAN): links are taken in
+   order of mutual reachability, and a DBSCAN cluster that is two or more dense
+   groups joined at a larger distance (strands chained through a few bridging
+   reads, or through what all designs share, such as primers) is split into
+   them, each of at least ``min_cluster_size`` reads
+   (:mod:`dnaembed.cluster.density`).
+4. Noise (reads with no core read within ``eps``; loose reads that fell out of a
+   cluster before it split) become singletons, and get the rescue of
+   :mod:`dnaembed.cluster.rescue` like every method's leftovers.
 
-Memory: DBSCAN's eps-neighbourhoods are taken from the faiss candidate lists
-(``neighbours`` per read and orientation) as a sparse graph, never from an N x N
-matrix, so memory grows as N x neighbours whatever the input size. A read with
-more than ``neighbours`` reads within eps sees only the nearest ones, which is
-enough to make it a core point for any ``min_samples <= neighbours + 1``.
+Each read's orientation comes from the links (each pair carries its parity), so
+no separate orientation step is needed.
 
-Reads DBSCAN calls noise become singletons. With both orientations, reads are
-oriented first (:mod:`dnaembed.cluster.orientation`).
+Memory: the neighbourhoods are the candidate lists (``neighbours`` per read and
+orientation), never an N x N matrix. A read with more reads within ``eps`` than
+that sees only the nearest ones, which is enough to make it a core read for any
+``min_samples <= neighbours + 1``. Cost: the graph method's searches and checks,
+with every read's reverse complement embedded (the graph method embeds one per
+cluster), and one sort of the verified pairs.
+More in ``docs/algorithms.md`` and ``docs/vector-clustering.md``.
 """
 
 from __future__ import annotations
@@ -30,33 +40,27 @@ import numpy as np
 
 from dnaembed.cluster.base import Clusterer, FitData
 from dnaembed.cluster.candidates import candidate_pairs
-from dnaembed.cluster.orientation import orient_by_neighbours, oriented
+from dnaembed.cluster.density import core_distances, density_clusters
 from dnaembed.cluster.params import Interval
 from dnaembed.cluster.search import PROJECTED_DIM
 from dnaembed.log import logger
 
-# Stored graph entries must be non-zero for scikit-learn (a sparse zero is "no edge").
-_TINY = 1e-6
-
-
-def _squared_distances(x: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                       batch: int = 65536) -> np.ndarray:
-    """Row-pair squared distances, in slices (a pair per row of x would not fit in memory)."""
-    out = np.empty(len(lo), dtype=np.float32)
-    for start in range(0, len(lo), batch):
-        diff = x[lo[start : start + batch]] - x[hi[start : start + batch]]
-        out[start : start + len(diff)] = np.einsum("ij,ij->i", diff, diff)
-    return out
-
 
 class DbscanClusterer(Clusterer):
-    """scikit-learn DBSCAN: ``eps`` in edits (None = from the data), ``min_samples``."""
+    """DBSCAN on exact edit distances (see the module notes).
+
+    Parameters: ``eps`` (edits at the median read length; None = the data-derived
+    threshold), ``min_samples`` (weight within ``eps`` that makes a core read),
+    ``min_cluster_size`` (smallest part a cluster is split into; None = no split),
+    and the shared ones of :class:`~dnaembed.cluster.base.Clusterer`.
+    """
 
     method = "dbscan"
     _parameter_constraints = {
         **Clusterer._parameter_constraints,
         "eps": [None, Interval(integer=False, low=0, closed="neither")],
         "min_samples": [Interval(integer=True, low=1)],
+        "min_cluster_size": [None, Interval(integer=True, low=2)],
     }
 
     def __init__(
@@ -64,6 +68,7 @@ class DbscanClusterer(Clusterer):
         eps: float | None = None,
         min_samples: int = 3,
         *,
+        min_cluster_size: int | None = 5,
         neighbours: int = 16,
         index: str = "auto",
         index_dim: int = PROJECTED_DIM,
@@ -79,61 +84,29 @@ class DbscanClusterer(Clusterer):
         )
         self.eps = eps
         self.min_samples = min_samples
-
-    def embedding_eps(self, data: FitData, eps: float) -> float:
-        """``eps`` edits in squared embedding distance (quantile matching, see the module notes)."""
-        sample, dist = self._sample_pairs(data)
-        if len(dist) == 0:
-            return eps
-        left = np.where(
-            sample.parity[:, None].astype(bool),
-            data.reverse_rows(sample.lo) if data.both else data.forward[sample.lo],
-            data.forward[sample.lo],
-        )
-        embedded = np.sum((left - data.forward[sample.hi]) ** 2, axis=1)
-        within = int(np.sum(dist <= eps))
-        ordered = np.sort(embedded)
-        if within == 0:
-            return float(ordered[0]) / 2
-        if within == len(ordered):
-            return float(ordered[-1])
-        return float(ordered[within - 1] + ordered[within]) / 2
+        self.min_cluster_size = min_cluster_size
 
     def _cluster(self, data: FitData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        from scipy import sparse
-        from sklearn.cluster import DBSCAN
-
         n = len(data)
         if n == 1:
             return np.zeros(1, np.int64), np.zeros(1, np.int8), np.zeros(1)
         forward, reverse = self._neighbours(data)
-        if data.both:
-            flip = orient_by_neighbours(forward, reverse)
-            x = oriented(data.forward, data.reverse_all(), flip)
-        else:
-            flip = np.zeros(n, dtype=np.int8)
-            x = data.forward
-        eps = float(self.eps) if self.eps is not None else float(self._threshold(data).max_dist)
-        eps_sq = self.embedding_eps(data, eps)
-        self.stats_.update(eps=eps, eps_embedding=eps_sq)
-        logger.info("DBSCAN eps %.1f edits = %.2f in squared embedding distance", eps, eps_sq)
+        user = None if self.eps is None else max(0, int(np.floor(self.eps)))
+        threshold = self._threshold(data, user)
+        edges, dist = self._check(data, candidate_pairs(forward, reverse), threshold)
         start = time.perf_counter()
-        pairs = candidate_pairs(forward, reverse)
-        pairs = pairs.subset(pairs.parity == (flip[pairs.lo] ^ flip[pairs.hi]))
-        d = _squared_distances(x, pairs.lo, pairs.hi)
-        close = d <= eps_sq
-        lo, hi, d = pairs.lo[close], pairs.hi[close], d[close] + _TINY
-        graph = sparse.coo_matrix(
-            (np.concatenate([d, d]), (np.concatenate([lo, hi]), np.concatenate([hi, lo]))),
-            shape=(n, n),
-        ).tocsr()
-        graph.sum_duplicates()
-        model = DBSCAN(eps=eps_sq + _TINY, min_samples=self.min_samples, metric="precomputed")
-        labels = model.fit_predict(graph, sample_weight=data.weights)
-        noise = labels < 0
-        # Noise reads: each its own cluster, numbered after the real ones.
-        labels = labels.astype(np.int64)
-        labels[noise] = labels.max(initial=-1) + 1 + np.arange(int(noise.sum()))
-        degree = np.asarray((graph > 0).sum(axis=1)).ravel().astype(np.float64)
+        core = core_distances(n, edges.lo, edges.hi, dist, data.weights, self.min_samples)
+        found = density_clusters(n, edges, dist, core, data.weights,
+                                 eps=float(threshold.max_dist),
+                                 min_cluster_size=self.min_cluster_size)
         self._add_time("dbscan", start)
-        return labels, flip.astype(np.int8), degree
+        w = data.weights.astype(np.float64)
+        degree = (w - 1) + np.bincount(edges.lo, weights=w[edges.hi], minlength=n) + np.bincount(
+            edges.hi, weights=w[edges.lo], minlength=n
+        )
+        self.stats_.update(eps=threshold.max_dist, core_reads=int(np.isfinite(core).sum()),
+                           noise_reads=int(found.noise.sum()), split_clusters=found.splits)
+        logger.info("DBSCAN eps %d edits: %d core reads, %d noise, %d clusters split",
+                    threshold.max_dist, self.stats_["core_reads"], self.stats_["noise_reads"],
+                    found.splits)
+        return found.groups, found.parity, degree

@@ -1,8 +1,7 @@
-"""k-means on the embeddings (faiss), for comparison with the graph method.
+"""k-means on the embeddings, linear in k, with an optional exact refinement.
 
 The squared Euclidean distance approximates the edit distance, so k-means
-minimises the within-cluster edit distance as the embedding sees it. No exact
-check: the result is as good as the embedding.
+minimises the within-cluster edit distance as the embedding sees it.
 
 ``n_clusters`` (``--k``) when given; otherwise estimated from the data. For a
 sample of reads (:data:`ESTIMATE_READS`), each read's candidates are checked
@@ -13,27 +12,24 @@ reads, and the number of clusters is the sum of ``1 / s`` over all reads
 Clusters larger than the candidate list are under-counted in ``s``, which
 errs towards more clusters.
 
-Initial centroids: k-means++ (scikit-learn's ``kmeans_plusplus``) on a random
-sample of at most ``3k + 1000`` reads; faiss then runs ``niter`` Lloyd
-iterations on all reads. faiss's own random initialisation often puts two
-centroids in one tight cluster and none in another, which on well-separated
-strands costs a third of the clusters, and Lloyd iterations cannot repair it.
-k-means++ does it too: a strand's reads are ~17 edits from each other at
-nanopore rates and ~80 from other strands', so the last strand without a seed
-holds only a small share of the squared distances, and a seed drawn in
-proportion lands in an already seeded strand most of the time. Greedy seeding
-draws :data:`LOCAL_TRIALS` candidates per seed and keeps the one that lowers
-the potential most (scikit-learn's default, 2 + log k, merged two of 12
-nanopore strands for 2 of 12 seeds; 20 for none), up to k = 1000 (2.4 s at
-k = 1000 on a 4,000-read sample); beyond, one trial per seed, to bound the cost.
+Seeding and iterations (:mod:`dnaembed.cluster.neighbour_kmeans`): greedy
+k-means++ and Lloyd's iterations, both restricted to each read's nearest
+embedding neighbours, so that their cost grows with N, not with N x k.
+More in ``docs/algorithms.md`` and ``docs/vector-clustering.md``.
 
-Cost: each Lloyd iteration compares N reads with k centroids (brute force, BLAS):
-O(N k D niter), quadratic when k grows with N as it does here. (faiss's HNSW
-assignment index would make it near-linear, but measured here it stalls the
-objective and loses half the accuracy.)
+``refine`` (``cluster --refine``), off by default: an exact-distance refinement
+of the final assignment. Each read is checked against its cluster's
+representative with the exact Levenshtein distance (under the data-derived
+threshold, scaled to the pair's length); a read over it moves to the nearest
+representative within it among the clusters of its embedding neighbours, or
+else starts a new cluster, which the later such reads of its old cluster may
+join (by the same check). k-means alone puts every read in some cluster; this
+takes out the reads that do not belong to theirs (truncated reads, reads of a
+strand left without a centroid), at the cost of one exact check per read and a
+few per moved read.
 
 With both orientations, reads are oriented first
-(:mod:`dnaembed.cluster.orientation`).
+(:mod:`dnaembed.cluster.orientation`). More in ``docs/algorithms.md`` (k-means).
 """
 
 from __future__ import annotations
@@ -42,28 +38,33 @@ import time
 
 import numpy as np
 
-from dnaembed.cluster.base import Clusterer, FitData
-from dnaembed.cluster.candidates import candidate_pairs, levenshtein_pairs
+from dnaembed.cluster.base import FULL_LENGTH_FRACTION, Clusterer, FitData
+from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs
+from dnaembed.cluster.labels import assemble
+from dnaembed.cluster.neighbour_kmeans import NeighbourGraph, greedy_seeds, lloyd
 from dnaembed.cluster.orientation import orient_by_neighbours, oriented
 from dnaembed.cluster.params import Interval
-from dnaembed.cluster.search import PROJECTED_DIM
+from dnaembed.cluster.search import PROJECTED_DIM, Neighbours
+from dnaembed.cluster.threshold import Threshold
 from dnaembed.log import logger
 
 #: Reads whose candidates are checked to estimate the number of clusters.
-ESTIMATE_READS = 2_000
-#: Greedy k-means++ candidates per seed, up to k = GREEDY_LIMIT (see the module notes).
-LOCAL_TRIALS = 20
-GREEDY_LIMIT = 1000
+ESTIMATE_READS = 20_000
 
 
 class KMeansClusterer(Clusterer):
-    """faiss k-means with ``n_clusters`` centroids (None = estimated), ``niter`` iterations."""
+    """k-means with ``n_clusters`` centroids (None = estimated), ``niter`` iterations.
+
+    ``refine``: the exact-distance refinement of the final assignment (see the
+    module notes).
+    """
 
     method = "kmeans"
     _parameter_constraints = {
         **Clusterer._parameter_constraints,
         "n_clusters": [None, Interval(integer=True, low=1)],
-        "niter": [Interval(integer=True, low=1)],
+        "niter": [Interval(integer=True, low=0)],
+        "refine": ["boolean"],
     }
 
     def __init__(
@@ -71,6 +72,7 @@ class KMeansClusterer(Clusterer):
         n_clusters: int | None = None,
         *,
         niter: int = 20,
+        refine: bool = False,
         neighbours: int = 16,
         index: str = "auto",
         index_dim: int = PROJECTED_DIM,
@@ -86,22 +88,20 @@ class KMeansClusterer(Clusterer):
         )
         self.n_clusters = n_clusters
         self.niter = niter
+        self.refine = refine
 
     def estimate_clusters(self, data: FitData) -> int:
         """The number of clusters seen from a sample of reads (see the module notes)."""
         n = len(data)
-        threshold = self._threshold(data)
         rows = self._sample_rows(data, ESTIMATE_READS)
-        fwd, rev = self._search_rows(data, rows)
-        pairs = candidate_pairs(fwd, rev, rows=rows)
-        cuts = threshold.cuts(np.maximum(data.lengths[pairs.lo], data.lengths[pairs.hi]))
-        dist = levenshtein_pairs(data.seqs, self._rc_seqs(data), pairs,
-                                 cutoff=int(cuts.max(initial=0)), workers=self._workers())
-        ok = (dist <= cuts) & (data.lengths[pairs.lo] > 0) & (data.lengths[pairs.hi] > 0)
+        fwd, rev = self._neighbours(data)
+        fwd = Neighbours(fwd.distances[rows], fwd.indices[rows])
+        rev = None if rev is None else Neighbours(rev.distances[rows], rev.indices[rows])
+        pairs, _ = self._check(data, candidate_pairs(fwd, rev, rows=rows), self._threshold(data))
         w = data.weights.astype(np.float64)
         in_sample = np.zeros(n, dtype=bool)
         in_sample[rows] = True
-        lo, hi = pairs.lo[ok], pairs.hi[ok]
+        lo, hi = pairs.lo, pairs.hi
         # Weight of the verified neighbours of each sampled read (pairs are symmetric).
         seen = np.zeros(n)
         np.add.at(seen, lo, np.where(in_sample[lo], w[hi], 0))
@@ -110,41 +110,87 @@ class KMeansClusterer(Clusterer):
         estimate = len(data) / len(rows) * float(np.sum(w[rows] / size))
         return int(min(max(round(estimate), 1), n))
 
-    def _initial_centroids(self, x: np.ndarray, k: int) -> np.ndarray:
-        """k-means++ seeds from a sample (see the module notes)."""
-        from sklearn.cluster import kmeans_plusplus
-
-        rng = np.random.default_rng([self.seed, 11])
-        size = min(len(x), 3 * k + 1000)
-        sample = x[np.sort(rng.choice(len(x), size, replace=False))] if size < len(x) else x
-        trials = LOCAL_TRIALS if k <= GREEDY_LIMIT else 1
-        centres, _ = kmeans_plusplus(sample, k, n_local_trials=trials,
-                                     random_state=int(rng.integers(2**31)))
-        return np.ascontiguousarray(centres, dtype=np.float32)
-
     def _cluster(self, data: FitData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        import faiss
-
         n = len(data)
+        forward, reverse = self._neighbours(data)
         if data.both:
-            forward, reverse = self._neighbours(data)
             flip = orient_by_neighbours(forward, reverse)
             x = oriented(data.forward, data.reverse_all(), flip)
         else:
             flip = np.zeros(n, dtype=np.int8)
             x = data.forward
+        pairs = candidate_pairs(forward, reverse)
+        # Neighbours in the orientation each read was given.
+        pairs = pairs.subset(pairs.parity == (flip[pairs.lo] ^ flip[pairs.hi]))
         k = self.n_clusters if self.n_clusters is not None else self.estimate_clusters(data)
         k = min(k, n)
         self.stats_["k"] = k
         logger.info("k-means with k = %d%s", k, "" if self.n_clusters else " (estimated)")
         start = time.perf_counter()
-        x = np.ascontiguousarray(x)
-        km = faiss.Kmeans(
-            x.shape[1], k, niter=self.niter, seed=self.seed, verbose=False,
-            min_points_per_centroid=1, max_points_per_centroid=256,
-        )
-        km.train(x, weights=data.weights.astype(np.float32),
-                 init_centroids=self._initial_centroids(x, k))
-        dist, assign = km.index.search(np.ascontiguousarray(x), 1)
+        graph = NeighbourGraph.from_pairs(n, pairs)
+        seeds = greedy_seeds(graph, data.weights, k, np.random.default_rng([self.seed, 11]))
+        assign, dist = lloyd(np.ascontiguousarray(x, dtype=np.float32), data.weights, graph,
+                             seeds, self.niter)
         self._add_time("kmeans", start)
-        return assign[:, 0].astype(np.int64), flip.astype(np.int8), -dist[:, 0].astype(np.float64)
+        centrality = -dist.astype(np.float64)
+        if self.refine:
+            assign = self._refine(data, graph, assign, flip, centrality)
+        return assign, flip.astype(np.int8), centrality
+
+    def _refine(self, data: FitData, graph: NeighbourGraph, assign: np.ndarray,
+                flip: np.ndarray, centrality: np.ndarray) -> np.ndarray:
+        """The exact-distance refinement of the final assignment (see the module notes)."""
+        threshold = self._threshold(data)
+        n = len(data)
+        full = data.lengths >= FULL_LENGTH_FRACTION * data.median_length
+        lift = float(np.abs(centrality).max(initial=0.0)) * 2 + 1
+        _, _, reps = assemble(assign, flip, centrality + lift * full, data.weights)
+        rep_of = np.full(int(assign.max()) + 1, -1, dtype=np.int64)
+        rep_of[assign[reps]] = reps
+        rows = np.setdiff1d(np.arange(n), reps)
+        ok = self._distances(data, rows, rep_of[assign[rows]], flip, threshold) >= 0
+        out = assign.copy()
+        # Over the cut: the nearest representative within it among the neighbours' clusters.
+        leaving = rows[~ok]
+        src = np.repeat(np.arange(n), np.diff(graph.indptr))
+        pick = np.isin(src, leaving)
+        cand = np.unique(np.stack([src[pick], assign[graph.indices[pick]]]), axis=1)
+        cand = cand[:, cand[1] != assign[cand[0]]]
+        dist = self._distances(data, cand[0], rep_of[cand[1]], flip, threshold)
+        close = dist >= 0
+        order = np.lexsort((cand[1][close], dist[close], cand[0][close]))
+        movers, first = np.unique(cand[0][close][order], return_index=True)
+        out[movers] = cand[1][close][order][first]
+        stranded = np.setdiff1d(leaving, movers)
+        out = self._regroup(data, out, stranded, flip, centrality, threshold)
+        self.stats_.update(refine_moved=len(movers), refine_new_clusters=int(
+            len(np.unique(out)) - len(np.unique(assign))))
+        return out
+
+    def _distances(self, data: FitData, a: np.ndarray, b: np.ndarray, flip: np.ndarray,
+                   threshold: Threshold) -> np.ndarray:
+        """Exact distance of read a[i] to read b[i], as oriented; -1 over the cut."""
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        pairs = CandidatePairs(np.minimum(a, b), np.maximum(a, b),
+                               (flip[a] ^ flip[b]).astype(np.int8),
+                               np.zeros(len(a), dtype=np.float32))
+        return self._exact_distances(data, pairs, threshold)
+
+    def _regroup(self, data: FitData, out: np.ndarray, stranded: np.ndarray, flip: np.ndarray,
+                 centrality: np.ndarray, threshold: Threshold) -> np.ndarray:
+        """Reads with no representative within the cut: new clusters, most central first."""
+        order = stranded[np.lexsort((stranded, -centrality[stranded], out[stranded]))]
+        next_id = int(out.max(initial=-1)) + 1
+        leaders: dict[int, list[int]] = {}
+        for r in order.tolist():
+            mine = leaders.setdefault(int(out[r]), [])
+            if mine:
+                d = self._distances(data, np.full(len(mine), r), np.array(mine), flip, threshold)
+                if (d >= 0).any():
+                    d = np.where(d >= 0, d, np.iinfo(np.int64).max)
+                    out[r] = out[mine[int(np.argmin(d))]]
+                    continue
+            mine.append(r)
+            out[r] = next_id
+            next_id += 1
+        return out

@@ -45,6 +45,7 @@ embedding, like the global distance it approximates, sees it as far), then up
 to :data:`EMBEDDING_CANDIDATES` more from the read's nearest embedding
 neighbours. Decisions within a pass are taken against the clustering before
 it, so the result does not depend on the order of the reads.
+More in ``docs/algorithms.md``.
 """
 
 from __future__ import annotations

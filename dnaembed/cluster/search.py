@@ -4,42 +4,26 @@ The embedding only has to bring each read's true neighbours into a short list;
 the exact Levenshtein check decides afterwards. So the index trades a little
 recall for speed where the input is large:
 
-* up to :data:`EXACT_LIMIT` vectors: ``IndexFlatL2``, exact (brute force, cost
-  ~ N^2 D; at 20,000 vectors that is about as fast as building a graph index);
-* beyond: ``IndexHNSWFlat`` (M = 32, efConstruction = 40, efSearch = max(32, 2 x
-  the candidates asked of it)), near-linear in N. Reads of one strand are tight
-  groups far from each other, and on such data a sparser graph leaves islands
-  that greedy search does not reach: with M = 16, 1.4% (illumina-array) to 1.9%
-  (nanopore-hard) of 100,000 reads did not even find themselves, and whole
-  groups of a strand's reads were missed. Measured on 100,000 simulated reads
-  (an earlier, 256-d model), the fraction of each read's exact nearest
-  neighbours (within the same-strand range) that the index returns: M = 16:
-  0.985 (illumina-array) / 0.867 (nanopore-hard); M = 32: 0.999 / 0.943; IVF
-  (nlist 1024, nprobe 16), as fast as M = 16: 0.9996 / 0.743. M = 32 builds in
-  1.8x the time of M = 16 and lifted A_0.9 at nanopore-hard from 0.986 to 0.998.
-  Vectors wider than :data:`PROJECTED_DIM` (the bundled model's are 512-d), when
-  there are at least :data:`PROJECT_MIN_ROWS` per projected dimension, get their
-  graph built on a PCA projection to 64 dimensions (faiss ``PCAMatrix``, fitted
-  on the vectors themselves; ``projected_dim``, ``cluster --index-dim``); the
-  graph proposes :data:`REFINE_FACTOR` times ``k`` candidates, which are
-  re-ranked by their full-width distances (``IndexRefineFlat``), so the
-  distances returned are the full embedding's. The build's cost grows with the
-  width: at 512-d it was 74% of ``cluster`` time. Side by side on 100,000
-  simulated reads and the real set (``scripts/bench_cluster.py --index-dims
-  64,0``, see the README), the graph method's search stage takes 0.41-0.47x the
-  time, the whole ``cluster`` 0.55-0.63x, and its A_0.9 is the same or higher
-  (nanopore-hard 0.9998 against 0.9987). In a one-off check on the same vectors
-  (2026-11-30, the code of commit c47d423), of each read's 16 exact nearest
-  neighbours of its own strand the index returned 0.9999 (0.9964 at full width)
-  at illumina-array and 0.9982 (0.9990) at nanopore-hard; one candidate per
-  neighbour (no re-ranking margin) was 1.1-1.3x faster again but lost 0.002 of
-  A_0.9 on the real set, and 32 dimensions lost 0.0003 on realistic nanopore.
-  The graph is built on one thread: faiss builds HNSW graphs in parallel with
-  locks, so a multi-threaded build may differ from run to run, and every
-  dnaembed output must depend on the seed only. Searching is parallel (queries
-  are independent).
+* up to :data:`EXACT_LIMIT` vectors: ``IndexFlatL2``, exact (at that size about
+  as fast as building a graph index);
+* beyond: ``IndexHNSWFlat`` (M = :data:`HNSW_M`, efConstruction =
+  :data:`HNSW_EF_CONSTRUCTION`, efSearch = max(32, 2 x the candidates asked of
+  it)), near-linear in N. Reads of one strand are tight groups far from each
+  other, and a sparser graph leaves islands that greedy search never reaches.
+* Vectors wider than :data:`PROJECTED_DIM`, when there are at least
+  :data:`PROJECT_MIN_ROWS` per projected dimension, get their graph built on a
+  PCA projection (faiss ``PCAMatrix``; ``projected_dim``, ``cluster
+  --index-dim``): the build's cost grows with the width. The graph proposes
+  :data:`REFINE_FACTOR` times ``k`` candidates, re-ranked by their full-width
+  distances (``IndexRefineFlat``), so the distances returned are the full
+  embedding's.
 
-Distances are squared Euclidean (the embedding's estimate of the edit distance).
+The graph is built on one thread: faiss builds HNSW graphs in parallel with
+locks, so a multi-threaded build may differ from run to run, and every dnaembed
+output must depend on the seed only. Searching is parallel (queries are
+independent). Distances are squared Euclidean (the embedding's estimate of the
+edit distance). Why these choices: ``docs/algorithms.md`` (the search); the
+recall and timing checks behind them: ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations

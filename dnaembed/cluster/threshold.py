@@ -29,6 +29,7 @@ When the histogram has no second peak (a single strand, only singletons, a tiny
 input) the threshold falls back to 30% of the median read length: above twice
 the per-read error of the noisiest channel presets (~12%) and below the distance of
 unrelated random sequences (~53% of the length). A warning says so.
+More in ``docs/algorithms.md``.
 """
 
 from __future__ import annotations

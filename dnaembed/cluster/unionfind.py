@@ -5,9 +5,15 @@ Reads come off the sequencer in either orientation. Linking read ``i`` to read
 (p = 1) matches ``i``". The structure keeps, for every element, its parity
 relative to the root of its set, so a whole cluster can be brought to one
 orientation at the end.
+
+The per-element state is kept in typed arrays (``array.array``) rather than
+lists: 9 bytes per element instead of ~80 (a list holds a pointer and an int
+object per entry), as fast to index, which matters at millions of reads.
 """
 
 from __future__ import annotations
+
+from array import array
 
 import numpy as np
 
@@ -16,9 +22,9 @@ class ParityUnionFind:
     """Disjoint sets over ``0..n-1`` with a parity bit per element relative to its root."""
 
     def __init__(self, n: int) -> None:
-        self.parent = list(range(n))
-        self.parity = [0] * n  # relative to parent
-        self.size = [1] * n
+        self.parent = array("i", range(n))
+        self.parity = array("b", bytes(n))  # relative to parent
+        self.size = array("i", [1]) * n
 
     def find(self, x: int) -> tuple[int, int]:
         """``(root, parity of x relative to root)``, compressing the path."""

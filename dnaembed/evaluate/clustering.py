@@ -8,10 +8,12 @@ a real set's truth) are in no C, so an output cluster that holds one is a
 subset of no C. ARI and NMI from scikit-learn, over the reads with a true
 cluster.
 
-Both inputs are TSVs whose first two columns are ``read_id`` and a label:
-``dnaembed cluster`` output on one side; on the other the truth written by
-``dnaembed simulate`` (``read_id strand_id orientation``) or the real set's
-``read_id oligo_id strand``."""
+The clusters are ``dnaembed cluster`` output (a TSV whose first two columns are
+``read_id`` and a label) or another tool's, read by :mod:`dnaembed.io.formats`
+(vsearch ``.uc``, CD-HIT ``.clstr``, MMseqs2 cluster TSV, Starcode ``--seq-id``
+output), so that every tool is scored by the same function. The truth is a TSV:
+written by ``dnaembed simulate`` (``read_id strand_id orientation``) or the real
+set's ``read_id oligo_id strand``."""
 
 from __future__ import annotations
 
@@ -95,10 +97,34 @@ def read_truth(path: str | os.PathLike) -> tuple[dict[str, str], int]:
     return truth, len(labels) - len(truth)
 
 
-def evaluate_files(clusters_path: str | os.PathLike, truth_path: str | os.PathLike) -> dict:
-    """Scores of a clusters table against a truth table (see the module notes)."""
-    predicted = read_labels(clusters_path)
+def evaluate_files(
+    clusters_path: str | os.PathLike,
+    truth_path: str | os.PathLike,
+    *,
+    fmt: str = "tsv",
+    reads_path: str | os.PathLike | None = None,
+) -> dict:
+    """Scores of a clusters file (format ``fmt``) against a truth table (see the module notes).
+
+    ``reads_path``: the reads the tool clustered, in its input order (Starcode
+    numbers its input lines); with it, a read id of the clusters that is not a
+    read is an error.
+    """
+    from dnaembed.io.formats import read_assignments
+
+    read_ids = None
+    if reads_path is not None:
+        from dnaembed.io.sequences import read_sequences
+
+        read_ids = read_sequences(reads_path).ids
+    predicted = read_assignments(clusters_path, fmt, read_ids)
     truth, noise_in_truth = read_truth(truth_path)
+    if read_ids is not None:
+        known = set(read_ids)
+        stray = next((rid for rid in predicted if rid not in known), None)
+        if stray is not None:
+            raise InputError(f"{describe_path(clusters_path)}: read {stray}: not in "
+                             f"{describe_path(reads_path)}")
     if truth and predicted and not any(rid in predicted for rid in truth):
         raise InputError(
             f"{describe_path(clusters_path)}: none of its read ids is in "

@@ -1,20 +1,47 @@
-"""Outputs that appear whole or not at all.
+"""Outputs that appear whole or not at all, and never over an input.
 
-Every file is written to a temporary file in the destination's directory and
-renamed into place when complete, so a failed command never leaves a partial
-file. ``-`` means standard output where the format allows."""
+* :func:`atomic_path`: one file, written to a temporary file beside it and
+  renamed into place when complete, so a failed command never leaves a partial
+  file;
+* :class:`OutputSet`: the files of one command (``run``: clusters.tsv,
+  strands.fasta, strands.tsv; ``cluster``: the table and the centers; ...),
+  checked before the work (no output is an input or another output, every
+  directory writable), written into a private temporary directory beside each
+  destination, and renamed together only when every one is complete; a failure
+  removes them all, and any output directory the command created;
+* :func:`open_output`: a text stream for a path (compressed by its name:
+  ``.gz``, ``.bz2``, ``.xz``, ``.zst``, through xopen), or standard output for ``-``.
+
+A write error (a full disk, a quota, a file-size limit) is reported with the
+name of the file being written, not only "No space left on device".
+"""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
-from dnaembed.errors import DnaembedError
+from dnaembed.errors import DnaembedError, UsageError
+
+#: Temporary path -> the destination it stands for, while an OutputSet is open: messages
+#: name the destination, not the temporary directory.
+_PENDING: dict[Path, Path] = {}
+
+
+def _display(path: Path) -> Path:
+    return _PENDING.get(path, path)
+
+
+def write_error(path: str | os.PathLike, error: OSError) -> DnaembedError:
+    """The one-line error for a failed write of ``path``."""
+    return DnaembedError(f"{_display(Path(path))}: cannot write: {error.strerror or error}")
 
 
 @contextlib.contextmanager
@@ -23,41 +50,220 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
     The temporary name keeps the destination's suffixes so that writers which
     choose compression by extension (``.gz``) behave as for the final name.
+    A write error in the body (errno without a file name, or on the temporary
+    file) becomes a :class:`DnaembedError` naming ``path``.
     """
     dest = Path(path)
     directory = dest.parent if str(dest.parent) else Path(".")
+    name = _display(dest)
     if not directory.is_dir():
-        raise DnaembedError(f"{dest}: cannot write: directory {directory} does not exist")
+        raise DnaembedError(f"{name}: cannot write: directory {directory} does not exist")
     if dest.is_dir():
-        raise DnaembedError(f"{dest}: cannot write: is a directory")
+        raise DnaembedError(f"{name}: cannot write: is a directory")
     suffix = "".join(dest.suffixes[-2:])
     try:
         fd, tmp_name = tempfile.mkstemp(
             prefix=f".{dest.name}.", suffix=f".tmp{suffix}", dir=directory
         )
     except OSError as e:
-        raise DnaembedError(f"{dest}: cannot write: {e.strerror or e}") from None
+        raise write_error(dest, e) from None
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        yield tmp
-        # mkstemp creates 0600; give the result the permissions a normal file would get.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, dest)
+        try:
+            yield tmp
+            _publish(tmp, dest)
+        except OSError as e:
+            if e.filename not in (None, str(tmp), tmp_name, str(dest)):
+                raise
+            raise write_error(dest, e) from None
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
 
 
+def _publish(tmp: Path, dest: Path) -> None:
+    # mkstemp creates 0600; give the result the permissions a normal file would get.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, dest)
+
+
+def open_text(path: str | os.PathLike) -> IO[str]:
+    """A text stream writing ``path``, compressed when its name says so (xopen)."""
+    from xopen import xopen
+
+    return xopen(path, "wt", threads=0, encoding="utf-8")
+
+
 @contextlib.contextmanager
 def open_output(path: str | os.PathLike) -> Iterator[IO[str]]:
-    """A text stream for ``path`` (atomic), or standard output for ``-``."""
+    """A text stream for ``path`` (atomic, compressed by name), or standard output for ``-``."""
     if str(path) == "-":
         yield sys.stdout
         sys.stdout.flush()
         return
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+    with atomic_path(path) as tmp, open_text(tmp) as handle:
         yield handle
+
+
+def _same_file(a: str, b: str) -> bool:
+    pa, pb = Path(a), Path(b)
+    if pa.resolve() == pb.resolve():
+        return True
+    with contextlib.suppress(OSError):
+        return os.path.samefile(pa, pb)
+    return False
+
+
+def check_distinct(inputs: Mapping[str, object], outputs: Mapping[str, object]) -> None:
+    """Refuse (usage error) an output that is an input, or two outputs that are one file.
+
+    Paths are compared resolved (symbolic links followed) and by inode, so
+    ``./r.fastq``, ``r.fastq`` and a hard link to it are the same file. ``-``
+    (standard input or output) and ``None`` are skipped, except that two
+    outputs cannot both be standard output. Keys name the options in messages.
+    """
+    ins = [(k, str(v)) for k, v in inputs.items() if v is not None and str(v) != "-"]
+    outs = [(k, str(v)) for k, v in outputs.items() if v is not None]
+    stdout = [k for k, v in outs if v == "-"]
+    if len(stdout) > 1:
+        raise UsageError(f"{' and '.join(stdout)} cannot both be standard output")
+    files = [(k, v) for k, v in outs if v != "-"]
+    for (out_key, out), (in_key, src) in itertools.product(files, ins):
+        if _same_file(out, src):
+            raise UsageError(f"{out_key} {out} is the input {in_key}: refusing to overwrite it")
+    for (key_a, a), (key_b, b) in itertools.combinations(files, 2):
+        if _same_file(a, b):
+            raise UsageError(f"{key_a} and {key_b} are the same file ({a})")
+
+
+class OutputSet:
+    """The output files of one command, all new or all absent (see the module notes).
+
+    ``outputs``: option name -> path (``-``: standard output, written directly;
+    ``None``: not asked for). ``inputs``: option name -> path, never to be
+    overwritten. ``directories``: output directories to create if missing
+    (and to remove again, if they stay empty, when the command fails).
+
+    Entering checks the paths, creates the directories and one private
+    temporary directory beside each destination (so an unwritable output fails
+    before the work); :meth:`path` gives the temporary path a writer writes to,
+    with the destination's name (writers that derive a companion file from the
+    name, or choose compression by it, behave as for the destination). A clean
+    exit renames every file that was written onto its destination; an
+    exception removes them.
+    """
+
+    def __init__(
+        self,
+        outputs: Mapping[str, str | os.PathLike | None],
+        *,
+        inputs: Mapping[str, str | os.PathLike | None] | None = None,
+        directories: tuple[str | os.PathLike, ...] = (),
+    ) -> None:
+        self.outputs = {k: str(v) for k, v in outputs.items() if v is not None}
+        self.inputs = dict(inputs or {})
+        self.directories = [Path(d) for d in directories]
+        self._created: list[Path] = []
+        self._staging: dict[Path, Path] = {}
+        self._temps: dict[str, Path] = {}
+
+    def __enter__(self) -> OutputSet:
+        check_distinct(self.inputs, self.outputs)
+        try:
+            for directory in self.directories:
+                self.directory(directory)
+            for key, dest in self.outputs.items():
+                if dest != "-":
+                    self._temps[key] = self._stage(key, Path(dest))
+        except BaseException:
+            self._discard()
+            raise
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            try:
+                self._commit()
+            except BaseException:
+                self._discard()
+                raise
+        else:
+            self._discard()
+
+    def path(self, key: str) -> str | Path:
+        """Where to write output ``key``: its temporary path, or ``-`` for standard output."""
+        if self.outputs[key] == "-":
+            return "-"
+        return self._temps[key]
+
+    def add(self, key: str, dest: str | os.PathLike) -> Path:
+        """Another output, known only once the work has begun (a plot, say)."""
+        self.outputs[key] = str(dest)
+        check_distinct(self.inputs, self.outputs)
+        self._temps[key] = self._stage(key, Path(dest))
+        return self._temps[key]
+
+    def directory(self, directory: str | os.PathLike) -> None:
+        """Create an output directory if missing (removed again, if empty, on failure)."""
+        directory = Path(directory)
+        missing = []
+        for parent in [directory, *directory.parents]:
+            if parent.exists():
+                break
+            missing.append(parent)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise DnaembedError(
+                f"{directory}: cannot create directory: {e.strerror or e}") from None
+        self._created.extend(missing)  # deepest first: removed in this order
+
+    def _stage(self, key: str, dest: Path) -> Path:
+        directory = dest.parent if str(dest.parent) else Path(".")
+        if not directory.is_dir():
+            raise DnaembedError(f"{dest}: cannot write: directory {directory} does not exist")
+        if dest.is_dir():
+            raise DnaembedError(f"{dest}: cannot write: is a directory")
+        staging = self._staging_for(directory.resolve(), dest)
+        tmp = staging / dest.name
+        _PENDING[tmp] = dest
+        return tmp
+
+    def _staging_for(self, directory: Path, dest: Path) -> Path:
+        for staging in self._staging:
+            if staging.parent == directory:
+                return staging
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=".dnaembed-", suffix=".tmp", dir=directory))
+        except OSError as e:
+            raise write_error(dest, e) from None
+        self._staging[staging] = directory
+        return staging
+
+    def _commit(self) -> None:
+        written = [(k, t) for k, t in self._temps.items() if t.exists()]
+        for _key, tmp in written:
+            dest = Path(self.outputs[_key])
+            try:
+                _publish(tmp, dest)
+            except OSError as e:
+                raise write_error(dest, e) from None
+        self._cleanup()
+
+    def _discard(self) -> None:
+        self._cleanup()
+        for directory in self._created:
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only if empty: never what someone else put there
+        self._created = []
+
+    def _cleanup(self) -> None:
+        for tmp in self._temps.values():
+            _PENDING.pop(tmp, None)
+        for staging in self._staging:
+            shutil.rmtree(staging, ignore_errors=True)
+        self._staging = {}

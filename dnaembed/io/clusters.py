@@ -1,4 +1,5 @@
-"""Cluster tables out: every read's cluster (TSV), one representative read per cluster (FASTA).
+"""Cluster tables out: every read's cluster (TSV, or another tool's format), and one
+representative read per cluster (FASTA).
 
 The writers take any result with the attributes of
 :class:`dnaembed.cluster.result.ClusterResult` (labels, orientation,
@@ -34,8 +35,21 @@ def write_clusters(
     *,
     header: str | None = None,
     orientation: bool = False,
+    fmt: str = "tsv",
+    seqs: Sequence[str] | None = None,
 ) -> None:
-    """``read_id<TAB>cluster_id`` for every read, in input order (optionally orientation)."""
+    """Every read's cluster: ``read_id<TAB>cluster_id`` in input order (optionally orientation).
+
+    ``fmt``: ``tsv`` (that table, after ``header``), or ``uc``, ``clstr``,
+    ``mmseqs`` (:mod:`dnaembed.io.formats`; they need the reads' ``seqs``).
+    """
+    if fmt != "tsv":
+        from dnaembed.io.formats import write_cluster_format
+
+        if seqs is None:
+            raise ValueError(f"the {fmt} format needs the reads' sequences")
+        write_cluster_format(path, fmt, ids, seqs, result)
+        return
     columns = ["read_id", "cluster_id"] + (["orientation"] if orientation else [])
     labels = result.labels.tolist()
     if orientation:
@@ -46,11 +60,25 @@ def write_clusters(
     write_tsv(path, columns, rows, header=header)
 
 
-def write_centers(
-    path: str | os.PathLike, ids: Sequence[str], seqs: Sequence[str], result: ClusterLabels
-) -> None:
-    """One representative read per cluster (FASTA): name = cluster id, then read id and size."""
+def center_names(ids: Sequence[str], result: ClusterLabels, *, size_labels: bool = False
+                 ) -> list[str]:
+    """The FASTA name of each cluster's representative.
+
+    ``CLUSTER read=READ size=N`` by default; with ``size_labels`` usearch-style
+    ``READ;size=N;cluster=CLUSTER;`` (what ``vsearch --sizein`` reads, as vsearch's own
+    ``--centroids --sizeout`` labels the centroid by its read).
+    """
     sizes = result.sizes().tolist()
     reps = result.representatives.tolist()
-    names = [f"{c} read={ids[r]} size={sizes[c]}" for c, r in enumerate(reps)]
-    write_sequences(path, names, [seqs[r] for r in reps])
+    if size_labels:
+        return [f"{ids[r]};size={sizes[c]};cluster={c};" for c, r in enumerate(reps)]
+    return [f"{c} read={ids[r]} size={sizes[c]}" for c, r in enumerate(reps)]
+
+
+def write_centers(
+    path: str | os.PathLike, ids: Sequence[str], seqs: Sequence[str], result: ClusterLabels,
+    *, size_labels: bool = False,
+) -> None:
+    """One representative read per cluster (FASTA), named by :func:`center_names`."""
+    names = center_names(ids, result, size_labels=size_labels)
+    write_sequences(path, names, [seqs[r] for r in result.representatives.tolist()])

@@ -1,6 +1,7 @@
 """Reading and writing sequences: FASTA or FASTQ through dnaio.
 
-Input: plain or gzip (detected from the content), ``-`` for standard input.
+Input: plain or compressed (gzip, bzip2, xz, zstd: detected from the content,
+also on standard input, ``-``).
 Every record is validated at the door:
 
 * bases must be A, C, G, T or N in either case; they are upper-cased;
@@ -64,9 +65,8 @@ def _open_records(path: str | os.PathLike) -> Iterator[dnaio.SingleEndReader]:
             raise InputError(f"{name}: is a directory, expected a FASTA or FASTQ file")
         if not os.access(p, os.R_OK):
             raise InputError(f"{name}: permission denied")
-    source: str | IO[bytes] = sys.stdin.buffer if str(path) == "-" else str(path)
     try:
-        reader = dnaio.open(source)
+        reader = dnaio.open(_stdin() if str(path) == "-" else str(path))
     except dnaio.UnknownFileFormat:
         raise InputError(f"{name}: not a FASTA or FASTQ file") from None
     except dnaio.FileFormatError as e:
@@ -76,6 +76,13 @@ def _open_records(path: str | os.PathLike) -> Iterator[dnaio.SingleEndReader]:
         raise InputError(f"{name}: cannot read: {e}") from None
     with reader:
         yield reader
+
+
+def _stdin() -> IO[bytes]:
+    # dnaio detects gzip from the content of a named file only; xopen does it for a pipe.
+    from xopen import xopen
+
+    return xopen(sys.stdin.buffer, "rb", threads=0)
 
 
 def _format_error(e: Exception) -> str:

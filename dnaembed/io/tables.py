@@ -1,19 +1,33 @@
 """Tab-separated tables: the one reader and writer of every TSV dnaembed reads or writes.
 
-A table has an optional ``#`` provenance line (dnaembed version, command,
-parameters), a ``#``-prefixed line of column names, then rows. Readers skip
-``#`` lines, take plain or gzip (by content) and name the file and line of
-any problem. Cluster tables (``read_id cluster_id [orientation]``) and truth
-tables (``read_id strand_id ...``) are read here for every command."""
+A table dnaembed writes has a ``#`` provenance line (dnaembed version, command,
+parameters), a ``#``-prefixed line of column names, then rows. Plain, or
+compressed by its name (``.gz``...). Readers take plain or compressed (by
+content, standard input too) and name the file and line of any problem.
+
+Which lines are comments (so that a read id that starts with ``#`` is data):
+only the header block at the top of the file. It is any number of lines that
+are ``#`` alone or start with ``#`` and a space (the provenance line, free
+text), then at most one line that starts with ``#`` and holds a tab: the
+column names. Every line after the header block is a row, whatever its first
+character; blank lines are skipped. So ``#read_id<TAB>cluster_id`` at the top is
+the column line, and a later ``#r7<TAB>3`` is read ``#r7`` in cluster 3. A file
+without a column line whose first read id starts with ``#`` would have that row
+taken for column names: dnaembed always writes the column line.
+
+Cluster tables (``read_id cluster_id [orientation]``) and truth tables
+(``read_id strand_id ...``) are read here for every command."""
 
 from __future__ import annotations
 
+import io
 import os
 import shlex
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from dnaembed import __version__
 from dnaembed.errors import InputError
@@ -42,30 +56,50 @@ def write_tsv(
         out.writelines("\t".join(map(str, row)) + "\n" for row in rows)
 
 
-def read_table(path: str | os.PathLike, min_columns: int = 2) -> list[list[str]]:
-    """Read a TSV written by dnaembed (or a compatible one): ``#`` lines are skipped.
-
-    Plain or gzip (by content). Each row must have at least ``min_columns`` fields.
-    """
-    import gzip
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """The lines of a text file: plain or compressed (by content), ``-`` for standard input."""
+    from xopen import xopen
 
     name = describe_path(path)
     if str(path) != "-" and not Path(path).is_file():
         raise InputError(f"{name}: no such file")
     try:
         if str(path) == "-":
-            lines = sys.stdin.read().splitlines()
+            source: IO[bytes] = sys.stdin.buffer
         else:
-            with open(path, "rb") as raw:
-                magic = raw.read(2)
-            opener = gzip.open if magic == b"\x1f\x8b" else open
-            with opener(path, "rt", encoding="utf-8") as handle:
-                lines = handle.read().splitlines()
+            # A nameless stream: xopen then detects compression by content, not by suffix.
+            source = io.BytesIO(Path(path).read_bytes())
+        with xopen(source, "rb", threads=0) as raw:
+            return raw.read().decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError, EOFError) as e:
         raise InputError(f"{name}: cannot read: {e}") from None
+
+
+def header_lines(lines: Sequence[str]) -> int:
+    """How many leading lines are the header block (see the module notes on comments)."""
+    count = 0
+    for line in lines:
+        if line == "#" or line.startswith("# ") or not line.strip():
+            count += 1
+        elif line.startswith("#") and "\t" in line:
+            return count + 1
+        else:
+            break
+    return count
+
+
+def read_table(path: str | os.PathLike, min_columns: int = 2) -> list[list[str]]:
+    """Read a TSV written by dnaembed (or a compatible one): the header block is skipped.
+
+    Plain or compressed (by content). Each row must have at least
+    ``min_columns`` fields. Only the header block is comments (module notes).
+    """
+    name = describe_path(path)
+    lines = read_lines(path)
+    skip = header_lines(lines)
     rows = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip() or line.startswith("#"):
+    for number, line in enumerate(lines[skip:], start=skip + 1):
+        if not line.strip():
             continue
         fields = line.split("\t")
         if len(fields) < min_columns:
@@ -102,7 +136,7 @@ class ClusterTable:
 def read_cluster_table(
     path: str | os.PathLike, read_ids: Sequence[str] | None = None
 ) -> ClusterTable:
-    """Read ``read_id<TAB>cluster_id[<TAB>orientation]`` rows (``#`` lines are comments).
+    """Read ``read_id<TAB>cluster_id[<TAB>orientation]`` rows (after the header block).
 
     What ``dnaembed cluster`` writes, and the truth tables of ``dnaembed
     simulate`` and of the real data set. The third column is taken as the
@@ -140,3 +174,9 @@ def read_cluster_table(
                 "is it the table of these reads?)"
             )
     return ClusterTable(labels, orientation)
+
+
+def cluster_id_key(cluster_id: object) -> tuple:
+    """Sort key of cluster ids: numbers by value (2 before 10), then other ids by text."""
+    text = str(cluster_id)
+    return (0, int(text), "") if text.isdigit() else (1, 0, text)

@@ -119,12 +119,12 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
 
 
 #: The models shipped in ``dnaembed/model/bundled/``, by the name that selects them.
-#: ``bundled-full``: the accurate encoder (``dnaembed embed``; configs/default.toml).
-#: ``bundled-candidates``: the cheap encoder of the neighbour search, ~15x fewer operations
+#: ``default``: the full, accurate encoder (``dnaembed embed``; configs/default.toml).
+#: ``candidates``: the cheap encoder of the neighbour search, ~15x fewer operations
 #: per read (configs/candidates.toml, docs/candidates-model.md).
-BUNDLED_MODELS = {"bundled-full": "default.pt", "bundled-candidates": "candidates.pt"}
-FULL_MODEL = "bundled-full"
-CANDIDATE_MODEL = "bundled-candidates"
+BUNDLED_MODELS = {"default": "default.pt", "candidates": "candidates.pt"}
+FULL_MODEL = "default"
+CANDIDATE_MODEL = "candidates"
 #: Clustering methods that decide on the vectors themselves (distances in edits), so
 #: that the accuracy of the vectors matters; the graph method only takes candidates
 #: from them and checks every one exactly.

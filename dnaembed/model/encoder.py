@@ -37,12 +37,12 @@ class EncoderConfig:
     name: str = "cnn-ed-5"
     # 2: a second branch reads each read from its 3' end, and the embedding is both
     # branches' outputs side by side (embedding_dim / (2 x views) each). Its errors are little
-    # correlated with the 5' branch's, which an indel early in a read shifts (README).
+    # correlated with the 5' branch's, which an indel early in a read shifts (docs/model.md).
     ends: int = 1
     # 2: each read is also embedded through its complement (A<->T, C<->G: the edit
     # distance of two reads is that of their complements), with the same weights; the
     # two embeddings side by side, scaled by 1/sqrt(2), make the squared distance the
-    # mean of the two estimates, whose errors are only partly shared (README).
+    # mean of the two estimates, whose errors are only partly shared (docs/model.md).
     views: int = 1
 
     def __post_init__(self) -> None:
@@ -82,7 +82,7 @@ class EncoderConfig:
         return cls(**data)
 
 
-#: Named configurations (the configuration table in the README measures them).
+#: Named configurations (docs/benchmarks.md, "Encoder configurations", measures them).
 ARCHITECTURES: dict[str, EncoderConfig] = {
     "cnn-ed-5": EncoderConfig(),
 }
@@ -101,7 +101,8 @@ class _PairMax(torch.autograd.Function):
     """Max over pairs of positions, with a backward of a few elementwise ops.
 
     ``torch.maximum``'s own backward (ties split, masked fills on strided views)
-    made a training step of a max-pooled encoder 2.2x slower than an averaging one.
+    made a training step of a max-pooled encoder about twice as slow as an averaging
+    one (``docs/benchmarks.md``, "Measured and not kept").
     """
 
     @staticmethod
@@ -182,9 +183,9 @@ def run_blocks(layers: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
 
     The mean of adjacent outputs of a convolution is itself a convolution, with one
     more tap, evaluated at every other position: the same values (to rounding) for
-    a third less arithmetic and no pass over memory for the mean. Measured 1.9x
-    faster inference (float32) on CPU. Dilated convolutions and max pooling run as
-    written.
+    a third less arithmetic and no pass over memory for the mean, which nearly
+    halves inference time on CPU (``docs/benchmarks.md``). Dilated convolutions and
+    max pooling run as written.
     """
     i = 0
     while i < len(layers):

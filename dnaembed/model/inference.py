@@ -38,8 +38,8 @@ def native_bfloat16(device: torch.device) -> bool:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """``auto``: bfloat16 where the hardware has it (about 2x faster, same accuracy as
-    float32 in ``scripts/bench_model.py``), float32 elsewhere."""
+    """``auto``: bfloat16 where the hardware has it natively (faster there, and as accurate
+    as float32 for embedding: ``docs/benchmarks.md``), float32 elsewhere."""
     if precision not in PRECISIONS:
         raise DnaembedError(f"unknown precision {precision!r} (known: {', '.join(PRECISIONS)})")
     if precision == "auto":
@@ -57,7 +57,7 @@ class EmbedStats:
 
 def default_batch_size(device: torch.device) -> int:
     """Reads per forward pass: small on CPU, where a batch's activations must stay in
-    cache (256 measured 2.5x faster than 4096 in float32 on one core), large on GPU."""
+    cache (a batch of 4096 was much slower there), large on GPU."""
     return 4096 if device.type == "cuda" else 256
 
 

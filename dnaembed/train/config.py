@@ -1,23 +1,29 @@
-"""The settings of a training run: model, pairs, optimiser, schedule, as plain data.
+"""The settings of a training run: model, pairs, optimiser, schedule, stages, as plain data.
 
-A run is described by a TOML file (``configs/``) with ``[model]``, ``[pairs]``
-and ``[train]`` tables, plus ``--set key=value`` overrides; the resolved config
-is written into the run directory."""
+A run is described by a TOML file (``configs/``) with ``[model]``, ``[pairs]``,
+``[train]`` and ``[distributed]`` tables, plus ``--set key=value`` overrides; the
+resolved config is written into the run directory. A file may also hold
+``[[stage]]`` tables (:mod:`dnaembed.train.stages`): a recipe of runs that follow
+one another. Every value is type-checked when the file is loaded
+(:mod:`dnaembed.train.schema`), so a bad value is refused before anything is written.
+"""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dnaembed.errors import DnaembedError
+from dnaembed.errors import DnaembedError, InputError, UsageError
 from dnaembed.model.encoder import EncoderConfig
 from dnaembed.model.inference import PRECISIONS
 from dnaembed.train.ddp.comm import CommSettings
 from dnaembed.train.losses import get_loss
 from dnaembed.train.pairs import PairConfig
+from dnaembed.train.schema import build, checked
 
 
 @dataclass
@@ -36,10 +42,16 @@ class OptimConfig:
     grad_clip: float = 10.0
     val_pairs: int = 4000
     val_every: int = 500
+    # Batches drawn ahead of the step: by a background thread (label_workers = 0), or
+    # per worker process.
     prefetch: int = 4
+    # Worker processes that draw batches (channel and exact Levenshtein labels); 0 draws
+    # them in this process. The batches are the same whatever the number (each is a
+    # function of the seed, the stage and the step).
+    label_workers: int = 0
     # Forward pass precision: "bfloat16" (autocast; weights, gradients and the loss stay
-    # float32) made steps 1.4x faster on an AVX512-BF16 CPU (README); "auto" picks it where the
-    # hardware has bfloat16, float32 elsewhere.
+    # float32) made steps 1.4x faster on an AVX512-BF16 CPU (docs/benchmarks.md); "auto"
+    # picks it where the hardware has bfloat16, float32 elsewhere.
     precision: str = "float32"
     # Start from the weights of this checkpoint (fine-tuning; a path relative to the working
     # directory). Settings without weights of their own, such as model.views, may differ.
@@ -54,12 +66,24 @@ class OptimConfig:
         for name in ("batch_size", "steps", "val_pairs", "val_every"):
             if getattr(self, name) < 1:
                 raise DnaembedError(f"train.{name} must be >= 1")
+        for name in ("warmup_steps", "prefetch", "label_workers"):
+            if getattr(self, name) < 0:
+                raise DnaembedError(f"train.{name} must be >= 0")
         if self.lr <= 0:
             raise DnaembedError("train.lr must be > 0")
         if self.precision not in PRECISIONS:
             raise DnaembedError(
                 f"unknown train.precision {self.precision!r} (known: {', '.join(PRECISIONS)})"
             )
+
+
+#: The tables of a config and the dataclass each one builds.
+SECTIONS = {
+    "model": EncoderConfig,
+    "pairs": PairConfig,
+    "train": OptimConfig,
+    "distributed": CommSettings,
+}
 
 
 @dataclass
@@ -77,29 +101,108 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> TrainConfig:
-        sections = {
-            "model": EncoderConfig,
-            "pairs": PairConfig,
-            "train": OptimConfig,
-            "distributed": CommSettings,
-        }
-        known = {"name", "seed", *sections}
-        unknown = set(data) - known
+    def from_dict(
+        cls, data: dict, origins: dict[str, str] | None = None, default: str = "config"
+    ) -> TrainConfig:
+        """Build from plain tables; ``origins`` (``section.key`` -> source) names the culprit."""
+        origins = origins or {}
+        unknown = sorted(set(data) - {"name", "seed", *SECTIONS})
         if unknown:
-            raise DnaembedError(f"unknown config entries: {', '.join(sorted(unknown))}")
-        kwargs = {k: data[k] for k in ("name", "seed") if k in data}
-        for key, klass in sections.items():
-            section = data.get(key, {})
-            names = {f.name for f in dataclasses.fields(klass)}
-            bad = set(section) - names
-            if bad:
-                raise DnaembedError(f"unknown [{key}] settings: {', '.join(sorted(bad))}")
-            try:
-                kwargs[key] = klass(**section)
-            except TypeError as e:
-                raise DnaembedError(f"[{key}]: {e}") from None
+            where = [o for k, o in origins.items() if k.split(".")[0] in unknown] or [default]
+            raise UsageError(
+                f"{' with '.join(dict.fromkeys(where))}: unknown config entries: "
+                f"{', '.join(unknown)}"
+            )
+        kwargs = {
+            key: checked(data[key], hint, key, origins.get(key, default))
+            for key, hint in (("name", str), ("seed", int))
+            if key in data
+        }
+        for key, klass in SECTIONS.items():
+            table = checked(data.get(key, {}), dict, key, origins.get(key, default))
+            kwargs[key] = build(klass, table, key, origins, default)
         return cls(**kwargs)
+
+
+@dataclass
+class Layers:
+    """A config's tables before they are built, and where each value came from."""
+
+    data: dict
+    origins: dict[str, str]
+    source: str
+
+    def set(self, key: str, value, origin: str) -> None:
+        """Set ``section.key`` (dotted) to ``value``, recording ``origin``."""
+        parts = key.split(".")
+        target = self.data
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise UsageError(f"{origin}: {part} is not a table")
+        target[parts[-1]] = value
+        self.origins[key] = origin
+
+    def merge(self, tables: dict, origin: str, prefix: str = "") -> None:
+        """Lay ``tables`` over these (a stage's ``[stage.train]`` etc.), leaf by leaf."""
+        for key, value in tables.items():
+            path = f"{prefix}{key}"
+            if isinstance(value, dict) and key in SECTIONS and not prefix:
+                self.merge(value, origin, prefix=f"{path}.")
+            else:
+                self.set(path, copy.deepcopy(value), origin)
+
+    def copy(self) -> Layers:
+        return Layers(copy.deepcopy(self.data), dict(self.origins), self.source)
+
+    def build(self) -> TrainConfig:
+        return TrainConfig.from_dict(self.data, self.origins, self.source)
+
+
+@dataclass(frozen=True)
+class Override:
+    """One ``section.key=value`` from the command line, and how the user wrote it."""
+
+    key: str
+    value: object
+    label: str
+
+
+def read_layers(path: str | Path | None) -> Layers:
+    """A config file's tables (empty without a file), every leaf marked as the file's."""
+    if path is None:
+        return Layers({}, {}, "config")
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{path}: no such config file")
+    try:
+        data = tomllib.loads(p.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: not valid TOML: {e}") from None
+    layers = Layers({}, {}, str(path))
+    layers.merge({k: v for k, v in data.items() if k != "stage"}, str(path))
+    if "stage" in data:
+        layers.data["stage"] = data["stage"]
+    return layers
+
+
+def parse_overrides(items: list[str] | None = None, flags: dict | None = None) -> list[Override]:
+    """``--set section.key=value`` items (TOML values) and typed option values, in order.
+
+    ``flags`` maps ``section.key`` to the value of the option named after the key
+    (``train.steps`` <- ``--steps``); None values are left out.
+    """
+    out = []
+    for item in items or []:
+        if "=" not in item:
+            raise UsageError(f"--set {item!r} must look like section.key=value")
+        key, value = item.split("=", 1)
+        out.append(Override(key.strip(), _parse_value(value.strip()), f"--set {item}"))
+    for key, value in (flags or {}).items():
+        if value is not None:
+            option = "--" + key.split(".")[-1].replace("_", "-")
+            out.append(Override(key, value, f"{option} {value}"))
+    return out
 
 
 def _parse_value(text: str):
@@ -109,29 +212,17 @@ def _parse_value(text: str):
         return text
 
 
-def load_config(path: str | Path | None, overrides: list[str] | None = None) -> TrainConfig:
-    """Read a TOML config and apply ``section.key=value`` overrides (values in TOML syntax)."""
-    data: dict = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise DnaembedError(f"{path}: no such config file")
-        try:
-            data = tomllib.loads(p.read_text())
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise DnaembedError(f"{path}: not valid TOML: {e}") from None
-    for item in overrides or []:
-        if "=" not in item:
-            raise DnaembedError(f"override {item!r} must look like section.key=value")
-        key, value = item.split("=", 1)
-        parts = key.strip().split(".")
-        target = data
-        for part in parts[:-1]:
-            target = target.setdefault(part, {})
-            if not isinstance(target, dict):
-                raise DnaembedError(f"override {item!r}: {part} is not a table")
-        target[parts[-1]] = _parse_value(value.strip())
-    return TrainConfig.from_dict(data)
+def load_config(
+    path: str | Path | None, overrides: list[str] | None = None, flags: dict | None = None
+) -> TrainConfig:
+    """Read a TOML config and apply ``section.key=value`` overrides (values in TOML syntax).
+
+    For a file of ``[[stage]]`` tables this is the last stage's config: the model the
+    recipe ends with (:func:`dnaembed.train.stages.load_recipe` gives every stage).
+    """
+    from dnaembed.train.stages import load_recipe
+
+    return load_recipe(path, overrides, flags).stages[-1].config
 
 
 def config_to_toml(config: TrainConfig) -> str:

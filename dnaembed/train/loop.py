@@ -2,9 +2,10 @@
 
 The same function trains in one process or as one rank of a torchrun job
 (:mod:`dnaembed.train.ddp.context` decides; this module does not care). Each rank
-draws its own pairs (seeded by seed, rank and the step it starts at), so a
-checkpoint from N ranks resumes on any number of ranks. Rank 0 alone
-validates, logs, shows progress and writes checkpoints.
+draws its own pairs, batch by batch from seeds of (seed, stage, rank, step)
+(:mod:`dnaembed.train.batches`), so a resumed run sees the batches an
+uninterrupted one would, and a checkpoint from N ranks resumes on any number of
+ranks. Rank 0 alone validates, logs, shows progress and writes checkpoints.
 
 Outputs in the run directory: ``best.pt`` (lowest validation MAE on near
 pairs), ``last.pt`` (with optimizer state, for ``--resume``),
@@ -18,10 +19,8 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import queue
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,63 +30,23 @@ import torch
 from dnaembed.errors import DnaembedError
 from dnaembed.evaluate.embedding import approximation_metrics
 from dnaembed.log import logger, progress_bar
-from dnaembed.model.checkpoint import load_checkpoint, save_checkpoint
+from dnaembed.model.checkpoint import load_checkpoint
 from dnaembed.model.encoder import Encoder, count_parameters, squared_distance
 from dnaembed.model.inference import autocast, resolve_precision
+from dnaembed.train.batches import BatchSource, BatchStream, open_stream
 from dnaembed.train.config import OptimConfig, TrainConfig, config_to_toml
 from dnaembed.train.ddp.comm import wrap_ddp
-from dnaembed.train.ddp.context import DistContext, broadcast_object, setup, teardown
+from dnaembed.train.ddp.context import DistContext, setup, teardown
 from dnaembed.train.losses import get_loss
-from dnaembed.train.pairs import PairBatch, PairSampler, make_sampler
-
-
-class _Prefetcher:
-    """Draws batches in a background thread so that label generation overlaps the step."""
-
-    def __init__(self, sampler, batch_size: int, window: int, depth: int) -> None:
-        self.sampler, self.batch_size, self.window = sampler, batch_size, window
-        self.depth = depth
-        self.sample_seconds = 0.0
-        self.samples = 0
-        if depth > 0:
-            self.queue: queue.Queue = queue.Queue(maxsize=depth)
-            self.stop = threading.Event()
-            self.thread = threading.Thread(target=self._run, daemon=True)
-            self.thread.start()
-
-    def _draw(self):
-        t = time.perf_counter()
-        batch = self.sampler.sample_train(self.batch_size)
-        codes = batch.padded(self.window)
-        self.sample_seconds += time.perf_counter() - t
-        self.samples += batch.pairs
-        return codes, batch.left, batch.right, batch.distance
-
-    def _run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                item = self._draw()
-                while not self.stop.is_set():
-                    try:
-                        self.queue.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-        except Exception as e:  # noqa: BLE001 - handed to the consumer, raised there
-            self.queue.put(e)
-
-    def next(self):
-        if self.depth == 0:
-            return self._draw()
-        item = self.queue.get()
-        if isinstance(item, Exception):
-            raise item
-        return item
-
-    def close(self) -> None:
-        if self.depth > 0:
-            self.stop.set()
-            self.thread.join(timeout=5)
+from dnaembed.train.pairs import PairBatch, PairSampler
+from dnaembed.train.state import (
+    StartState,
+    initialise,
+    restore,
+    save_best,
+    save_last,
+    training_record,
+)
 
 
 def lr_factor(step: int, cfg: OptimConfig) -> float:
@@ -138,6 +97,33 @@ class TrainResult:
     timing: dict = field(default_factory=dict)
 
 
+@dataclass
+class _Run:
+    """What a run carries from step to step (the model, its optimizer, its batches, its clock)."""
+
+    config: TrainConfig
+    ctx: DistContext
+    out_dir: Path
+    model: Encoder
+    ddp_model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    comm: object
+    loss_fn: Callable
+    batches: BatchStream
+    val: PairBatch | None  # rank 0 only
+    start: StartState
+    step: int = 0  # optimizer steps done
+    best_metric: float = math.inf
+    running: float | None = None  # smoothed training loss
+    lr: float = 0.0
+    best: dict = field(default_factory=dict)
+    last: dict = field(default_factory=dict)
+    bar: object = None
+    t0: float = field(default_factory=time.perf_counter)
+    step_seconds: float = 0.0
+    wait_seconds: float = 0.0
+
+
 def _keep_freed_memory() -> None:
     """Ask glibc to keep freed blocks instead of returning them to the OS.
 
@@ -155,6 +141,19 @@ def _keep_freed_memory() -> None:
         pass  # not glibc: nothing to tune
 
 
+@contextlib.contextmanager
+def training_context(device: str = "auto") -> Iterator[DistContext]:
+    """This process's place in the job (one process, or a torchrun rank), for one or more runs."""
+    from dnaembed.model.checkpoint import resolve_device
+
+    _keep_freed_memory()
+    ctx = setup(resolve_device(device))
+    try:
+        yield ctx
+    finally:
+        teardown(ctx)
+
+
 def train(
     config: TrainConfig,
     out_dir: str | Path,
@@ -168,204 +167,224 @@ def train(
     Under torchrun every rank calls this; ``max_seconds`` stops early at a
     validation boundary (the budget used by benchmark scripts).
     """
-    from dnaembed.model.checkpoint import resolve_device
-
-    _keep_freed_memory()
-    ctx = setup(resolve_device(device))
-    try:
-        return _train(config, Path(out_dir), ctx, resume, max_seconds)
-    finally:
-        teardown(ctx)
+    out_dir = Path(out_dir)
+    with training_context(device) as ctx:
+        return train_on(ctx, config, out_dir, resume_from=out_dir / "last.pt" if resume else None,
+                        max_seconds=max_seconds)
 
 
-def _train(
-    config: TrainConfig, out_dir: Path, ctx: DistContext, resume: bool, max_seconds: float | None
+def train_on(
+    ctx: DistContext,
+    config: TrainConfig,
+    out_dir: Path,
+    *,
+    stage: int = 0,
+    resume_from: Path | None = None,
+    max_seconds: float | None = None,
 ) -> TrainResult:
-    cfg = config.train
-    torch.manual_seed(config.seed)
-    model = Encoder(config.model).to(ctx.device)
-    optimizer = _make_optimizer(model, cfg)
-    start_step, best_metric, history = 0, math.inf, []
-    if resume:
-        start_step, best_metric = _restore(out_dir / "last.pt", model, optimizer, ctx)
-    elif cfg.init:
-        _initialise(Path(cfg.init), model, ctx)
-    ddp_model, comm = wrap_ddp(model, ctx, config.distributed)
-    loss_fn = get_loss(cfg.loss)
-    sampler = make_sampler(config.pairs, seed=[config.seed, ctx.rank, start_step])
-    prefetch = _Prefetcher(sampler, cfg.batch_size, config.model.window, cfg.prefetch)
-    val = validation_set(config) if ctx.is_main else None
-    if ctx.is_main:
-        # Created only now: a refused --resume or train.init leaves no empty run directory.
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "config.toml").write_text(config_to_toml(config))
-        logger.info(
-            "training %s: %d parameters, %d steps of %d sequences x %d rank(s) x %d accumulation, "
-            "loss %s, device %s, %s forward",
-            config.name,
-            count_parameters(model),
-            cfg.steps,
-            cfg.batch_size,
-            ctx.world_size,
-            config.distributed.grad_accum,
-            cfg.loss,
-            ctx.device,
-            resolve_precision(cfg.precision, ctx.device),
-        )
-    accum = config.distributed.grad_accum
-    bar = (
-        progress_bar(total=cfg.steps, initial=start_step, desc="train", unit="step")
-        if ctx.is_main
-        else None
-    )
-    t0 = time.perf_counter()
-    step_seconds = wait_seconds = 0.0
-    last_metrics: dict = {}
-    best: dict = {}
-    step = start_step
-    running = None
+    """One run in ``ctx``: stage ``stage`` of a recipe (it seeds the batches), optionally
+    continuing ``resume_from`` (a ``last.pt``: weights, optimizer, step)."""
+    run = _start(ctx, config, out_dir, stage, resume_from)
     try:
-        for step in range(start_step, cfg.steps):
-            ddp_model.train()
-            lr = cfg.lr * lr_factor(step, cfg)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            t_step = time.perf_counter()
-            for micro in range(accum):
-                t_wait = time.perf_counter()
-                codes, left, right, dist_true = prefetch.next()
-                wait_seconds += time.perf_counter() - t_wait
-                seqs = torch.from_numpy(codes).to(ctx.device, non_blocking=True)
-                left = torch.from_numpy(left).to(ctx.device)
-                right = torch.from_numpy(right).to(ctx.device)
-                target = torch.from_numpy(dist_true).to(ctx.device)
-                sync = (
-                    contextlib.nullcontext()
-                    if (micro == accum - 1 or not ctx.distributed)
-                    else ddp_model.no_sync()
-                )
-                with sync:
-                    with autocast(ctx.device, cfg.precision):
-                        emb = ddp_model(seqs)
-                    # Distances and loss in float32: a bfloat16 difference of two vectors
-                    # ~80 edits apart would lose the near pairs' precision.
-                    emb = emb.float()
-                    pred = squared_distance(emb[left], emb[right])
-                    loss = loss_fn(pred, target).mean() / accum
-                    loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            step_seconds += time.perf_counter() - t_step
-            value = float(loss.detach()) * accum
-            if not math.isfinite(value):
-                raise DnaembedError(
-                    f"training diverged at step {step + 1} (loss {value}); "
-                    "lower train.lr or raise train.warmup_steps"
-                )
-            running = value if running is None else 0.98 * running + 0.02 * value
-            done = step + 1
-            if bar is not None:
-                bar.update(1)
-            at_end = done == cfg.steps
-            stop = max_seconds is not None and _stop_agreed(
-                ctx, time.perf_counter() - t0 > max_seconds
-            )
-            if ctx.is_main and (done % cfg.val_every == 0 or at_end or stop):
-                metrics = approximation_metrics(predict_pairs(model, val), val.distance)
-                metrics.update(
-                    step=done,
-                    loss=running,
-                    lr=lr,
-                    seconds=round(time.perf_counter() - t0, 2),
-                    seqs_seen=done * cfg.batch_size * ctx.world_size * accum,
-                    **_timing(
-                        prefetch,
-                        step_seconds,
-                        wait_seconds,
-                        done - start_step,
-                        comm,
-                        cfg.batch_size * accum,
-                    ),
-                )
-                history.append(metrics)
-                last_metrics = metrics
-                with open(out_dir / "metrics.jsonl", "a") as fh:
-                    fh.write(json.dumps(metrics) + "\n")
-                improved = metrics["mae_near"] < best_metric
-                if improved:
-                    best_metric, best = metrics["mae_near"], metrics
-                    save_checkpoint(
-                        out_dir / "best.pt",
-                        model,
-                        metrics=metrics,
-                        training=_training_record(config, ctx, done),
-                    )
-                save_checkpoint(
-                    out_dir / "last.pt",
-                    model,
-                    metrics=metrics,
-                    training=_training_record(config, ctx, done),
-                    extra_state={
-                        "optimizer": optimizer.state_dict(),
-                        "step": done,
-                        "best_metric": best_metric,
-                    },
-                )
-                if bar is not None:
-                    bar.set_postfix(loss=f"{running:.3f}", mae40=f"{metrics['mae_near']:.2f}")
-                logger.info(
-                    "step %d: loss %.3f, val MAE(d<=40) %.3f, bias %.3f, Spearman %.4f",
-                    done,
-                    running,
-                    metrics["mae_near"],
-                    metrics["bias_near"],
-                    metrics["spearman"],
-                )
+        while run.step < config.train.steps:
+            _step(run)
+            stop = _out_of_time(run, max_seconds)
+            if _validation_due(run, stop):
+                metrics = _validate(run)
+                _log_metrics(run, metrics)
+                _save_checkpoints(run, metrics)
             if stop:
                 break
     finally:
-        prefetch.close()
-        if bar is not None:
-            bar.close()
-    seconds = time.perf_counter() - t0
+        run.batches.close()
+        if run.bar is not None:
+            run.bar.close()
+    return _finish(run)
+
+
+def _start(ctx: DistContext, config: TrainConfig, out_dir: Path, stage: int,
+           resume_from: Path | None) -> _Run:
+    """Model, optimizer (restored or initialised), DDP wrapper, batches, validation set."""
+    cfg, accum = config.train, config.distributed.grad_accum
+    torch.manual_seed(config.seed)
+    model = Encoder(config.model).to(ctx.device)
+    optimizer = _make_optimizer(model, cfg)
+    start = StartState()
+    if resume_from is not None:
+        start = restore(resume_from, model, optimizer, ctx, out_dir)
+    elif cfg.init:
+        initialise(Path(cfg.init), model, ctx)
+    ddp_model, comm = wrap_ddp(model, ctx, config.distributed)
+    source = BatchSource(config.pairs, config.seed, stage, ctx.rank, cfg.batch_size,
+                         config.model.window)
+    batches = open_stream(source, start.step * accum, cfg.steps * accum,
+                          workers=cfg.label_workers, prefetch=cfg.prefetch)
+    run = _Run(config, ctx, out_dir, model, ddp_model, optimizer, comm, get_loss(cfg.loss),
+               batches, validation_set(config) if ctx.is_main else None, start,
+               step=start.step, best_metric=start.best_metric, running=start.running_loss)
     if ctx.is_main:
-        if not best:
-            best = last_metrics
-        _plot(model, val, out_dir / "validation.png", out_dir / "best.pt")
-        logger.info(
-            "done: %d steps in %.0f s; best val MAE(d<=40) %.3f",
-            step + 1 - start_step,
-            seconds,
-            best.get("mae_near", float("nan")),
+        _announce(run)
+        run.bar = progress_bar(total=cfg.steps, initial=start.step, desc="train", unit="step")
+    return run
+
+
+def _announce(run: _Run) -> None:
+    """Create the run directory, write the resolved config, log what will run."""
+    config, ctx = run.config, run.ctx
+    # Created only now: a refused --resume or train.init leaves no empty run directory.
+    run.out_dir.mkdir(parents=True, exist_ok=True)
+    (run.out_dir / "config.toml").write_text(config_to_toml(config))
+    logger.info(
+        "training %s: %d parameters, %d steps of %d sequences x %d rank(s) x %d accumulation, "
+        "loss %s, device %s, %s forward, batches drawn %s",
+        config.name,
+        count_parameters(run.model),
+        config.train.steps,
+        config.train.batch_size,
+        ctx.world_size,
+        config.distributed.grad_accum,
+        config.train.loss,
+        ctx.device,
+        resolve_precision(config.train.precision, ctx.device),
+        f"by {config.train.label_workers} worker process(es)" if config.train.label_workers
+        else "in this process",
+    )
+
+
+def _step(run: _Run) -> None:
+    """One optimizer step: the learning rate, ``grad_accum`` micro-steps, clip, update."""
+    cfg, accum = run.config.train, run.config.distributed.grad_accum
+    run.ddp_model.train()
+    run.lr = cfg.lr * lr_factor(run.step, cfg)
+    for group in run.optimizer.param_groups:
+        group["lr"] = run.lr
+    t_step = time.perf_counter()
+    for micro in range(accum):
+        loss = _micro_step(run, sync=micro == accum - 1 or not run.ctx.distributed)
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
+    run.optimizer.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    run.step_seconds += time.perf_counter() - t_step
+    value = float(loss.detach()) * accum
+    if not math.isfinite(value):
+        raise DnaembedError(
+            f"training diverged at step {run.step + 1} (loss {value}); "
+            "lower train.lr or raise train.warmup_steps"
         )
-    timing = {k: v for k, v in last_metrics.items() if k.startswith(("time_", "comm_", "sampler_"))}
-    return TrainResult(step + 1, best, last_metrics, seconds, out_dir, timing)
+    run.running = value if run.running is None else 0.98 * run.running + 0.02 * value
+    run.step += 1
+    if run.bar is not None:
+        run.bar.update(1)
 
 
-def _stop_agreed(ctx: DistContext, mine: bool) -> bool:
-    """Every rank stops together (the max of the ranks' wishes)."""
-    if not ctx.distributed:
+def _micro_step(run: _Run, sync: bool) -> torch.Tensor:
+    """Forward and backward on one batch; DDP all-reduces the gradients only when ``sync``."""
+    device, accum = run.ctx.device, run.config.distributed.grad_accum
+    t_wait = time.perf_counter()
+    batch = run.batches.next()
+    run.wait_seconds += time.perf_counter() - t_wait
+    seqs = torch.from_numpy(batch.codes).to(device, non_blocking=True)
+    left = torch.from_numpy(batch.left).to(device)
+    right = torch.from_numpy(batch.right).to(device)
+    target = torch.from_numpy(batch.distance).to(device)
+    with contextlib.nullcontext() if sync else run.ddp_model.no_sync():
+        with autocast(device, run.config.train.precision):
+            emb = run.ddp_model(seqs)
+        # Distances and loss in float32: a bfloat16 difference of two vectors
+        # ~80 edits apart would lose the near pairs' precision.
+        emb = emb.float()
+        # index_select, not emb[left]: on CPU the backward of advanced indexing accumulates
+        # a row used by several pairs in thread order (different sums run to run), that of
+        # index_select in index order, so a resumed run repeats an uninterrupted one exactly.
+        pred = squared_distance(emb.index_select(0, left), emb.index_select(0, right))
+        loss = run.loss_fn(pred, target).mean() / accum
+        loss.backward()
+    return loss
+
+
+def _out_of_time(run: _Run, max_seconds: float | None) -> bool:
+    """Past the time budget: every rank stops together (the max of the ranks' wishes)."""
+    if max_seconds is None:
+        return False
+    mine = time.perf_counter() - run.t0 > max_seconds
+    if not run.ctx.distributed:
         return mine
-    flag = torch.tensor([1.0 if mine else 0.0], device=ctx.device)
+    flag = torch.tensor([1.0 if mine else 0.0], device=run.ctx.device)
     torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
     return bool(flag.item() > 0)
 
 
-def _timing(
-    prefetch: _Prefetcher,
-    step_seconds: float,
-    wait_seconds: float,
-    steps: int,
-    comm,
-    seqs_per_step: int,
-) -> dict:
-    steps = max(steps, 1)
-    sampler_rate = prefetch.samples / prefetch.sample_seconds if prefetch.sample_seconds else 0.0
-    comm_per_step = comm.per_step(steps)
-    step_ms = 1000 * step_seconds / steps
-    wait_ms = 1000 * wait_seconds / steps
+def _validation_due(run: _Run, stop: bool) -> bool:
+    cfg = run.config.train
+    return run.ctx.is_main and (run.step % cfg.val_every == 0 or run.step == cfg.steps or stop)
+
+
+def _validate(run: _Run) -> dict:
+    """Metrics on the held-out pairs, with the loss, the schedule and the step's timing."""
+    cfg, accum = run.config.train, run.config.distributed.grad_accum
+    metrics = approximation_metrics(predict_pairs(run.model, run.val), run.val.distance)
+    metrics.update(
+        step=run.step,
+        loss=run.running,
+        lr=run.lr,
+        seconds=round(time.perf_counter() - run.t0, 2),
+        seqs_seen=run.step * cfg.batch_size * run.ctx.world_size * accum,
+        **_timing(run, cfg.batch_size * accum),
+    )
+    return metrics
+
+
+def _log_metrics(run: _Run, metrics: dict) -> None:
+    """A line in metrics.jsonl, the progress bar's figures and a log line."""
+    run.last = metrics
+    with open(run.out_dir / "metrics.jsonl", "a") as fh:
+        fh.write(json.dumps(metrics) + "\n")
+    if run.bar is not None:
+        run.bar.set_postfix(loss=f"{run.running:.3f}", mae40=f"{metrics['mae_near']:.2f}")
+    logger.info(
+        "step %d: loss %.3f, val MAE(d<=40) %.3f, bias %.3f, Spearman %.4f",
+        run.step,
+        run.running,
+        metrics["mae_near"],
+        metrics["bias_near"],
+        metrics["spearman"],
+    )
+
+
+def _save_checkpoints(run: _Run, metrics: dict) -> None:
+    """best.pt when the validation improved; last.pt always."""
+    record = training_record(run.config, run.ctx, run.step)
+    if metrics["mae_near"] < run.best_metric:
+        run.best_metric, run.best = metrics["mae_near"], metrics
+        save_best(run.out_dir / "best.pt", run.model, metrics, record)
+    save_last(run.out_dir / "last.pt", run.model, run.optimizer, metrics, record,
+              StartState(run.step, run.best_metric, run.running,
+                         run.start.seconds + time.perf_counter() - run.t0))
+
+
+def _finish(run: _Run) -> TrainResult:
+    """The validation plot, the closing log line and the result (rank 0's figures)."""
+    seconds = time.perf_counter() - run.t0
+    if run.ctx.is_main:
+        if not run.best:
+            run.best = run.last
+        _plot(run.model, run.val, run.out_dir / "validation.png", run.out_dir / "best.pt")
+        logger.info(
+            "done: %d steps in %.0f s; best val MAE(d<=40) %.3f",
+            run.step - run.start.step,
+            seconds,
+            run.best.get("mae_near", float("nan")),
+        )
+    timing = {k: v for k, v in run.last.items() if k.startswith(("time_", "comm_", "sampler_"))}
+    return TrainResult(run.step, run.best, run.last, seconds, run.out_dir, timing)
+
+
+def _timing(run: _Run, seqs_per_step: int) -> dict:
+    steps = max(run.step - run.start.step, 1)
+    comm_per_step = run.comm.per_step(steps)
+    step_ms = 1000 * run.step_seconds / steps
+    wait_ms = 1000 * run.wait_seconds / steps
     # A step = waiting for pairs + communication the backward pass did not hide
     # (incl. waiting for the slowest rank) + compute (forward, backward, optimizer).
     comm_ms = comm_per_step["comm_exposed_ms"]
@@ -374,80 +393,10 @@ def _timing(
         "time_wait_ms": wait_ms,
         "time_comm_ms": comm_ms,
         "time_compute_ms": max(0.0, step_ms - wait_ms - comm_ms),
-        "train_seqs_per_s": seqs_per_step * steps / step_seconds if step_seconds else 0.0,
-        "sampler_pairs_per_s": sampler_rate,
+        "train_seqs_per_s": seqs_per_step * steps / run.step_seconds if run.step_seconds else 0.0,
+        "sampler_pairs_per_s": run.batches.pairs_per_second,
         **comm_per_step,
     }
-
-
-def _training_record(config: TrainConfig, ctx: DistContext, step: int) -> dict:
-    return {
-        "config": config.to_dict(),
-        "step": step,
-        "world_size": ctx.world_size,
-        "torch": torch.__version__,
-    }
-
-
-def _read_on_main(ctx: DistContext, read: Callable[[], tuple]) -> tuple:
-    """``read()`` on rank 0, its result (or its error, raised) on every rank.
-
-    On several machines only rank 0's run directory may hold the file, and a bad file
-    must fail every rank alike (no hang)."""
-    state: tuple = ("error", "")
-    if ctx.is_main:
-        try:
-            state = ("ok", *read())
-        except DnaembedError as e:
-            state = ("error", str(e))
-    state = broadcast_object(ctx, state)
-    if state[0] == "error":
-        raise DnaembedError(state[1])
-    return state[1:]
-
-
-def _restore(path: Path, model: Encoder, optimizer, ctx: DistContext) -> tuple[int, float]:
-    def read() -> tuple:
-        if not path.is_file():
-            raise DnaembedError(f"--resume: {path} does not exist (nothing to resume)")
-        ckpt = load_checkpoint(path, device="cpu")
-        if ckpt.model.config != model.config:
-            raise DnaembedError(f"--resume: {path} was trained with a different model config")
-        saved_world = (ckpt.training or {}).get("world_size", 1)
-        return ckpt.model.state_dict(), ckpt.extra_state or {}, saved_world
-
-    weights, extra, saved_world = _read_on_main(ctx, read)
-    model.load_state_dict(weights)
-    if "optimizer" in extra:
-        optimizer.load_state_dict(extra["optimizer"])
-    step = int(extra.get("step", 0))
-    if ctx.is_main:
-        logger.info(
-            "resuming from %s at step %d (saved by %s rank(s), resumed on %d)",
-            path, step, saved_world, ctx.world_size,
-        )
-    return step, float(extra.get("best_metric", math.inf))
-
-
-def _initialise(path: Path, model: Encoder, ctx: DistContext) -> None:
-    """Start from another run's weights (``train.init``); the optimizer starts afresh."""
-    def read() -> tuple:
-        try:
-            weights = load_checkpoint(path, device="cpu").model.state_dict()
-        except DnaembedError as e:
-            raise DnaembedError(f"train.init: {e}") from None
-        ours = model.state_dict()
-        if set(weights) != set(ours) or any(weights[k].shape != ours[k].shape for k in ours):
-            raise DnaembedError(
-                f"train.init: {path} has other weights than this model config (only settings "
-                "without weights of their own, such as model.views, may differ)"
-            )
-        return (weights,)
-
-    (weights,) = _read_on_main(ctx, read)
-    model.load_state_dict(weights)
-    if ctx.is_main:
-        logger.info("starting from the weights of %s", path)
 
 
 def _plot(model: Encoder, val: PairBatch, path: Path, best_path: Path) -> None:

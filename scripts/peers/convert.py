@@ -1,84 +1,27 @@
 """Each peer's output format -> one mapping ``read_id -> cluster_id`` (and back to a TSV).
 
-Every parser takes the lines (or text) of the tool's output, so the tests can feed
-literal samples. Cluster ids are strings; what they are is the tool's business
-(a centroid's id, a cluster number): only equality matters for scoring.
+The parsers of vsearch ``.uc``, CD-HIT ``.clstr``, MMseqs2 and Starcode output are
+the library's (:mod:`dnaembed.io.formats`, behind ``dnaembed evaluate --format``);
+Clover's, which only this benchmark runs, is here. Every parser takes the lines (or
+text) of the tool's output, so the tests can feed literal samples. Cluster ids are
+strings; what they are is the tool's business (a centroid's id, a cluster number):
+only equality matters for scoring.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from dnaembed.io.formats import parse_clstr as parse_cdhit_clstr
+from dnaembed.io.formats import parse_mmseqs as parse_mmseqs_tsv
+from dnaembed.io.formats import parse_starcode, parse_uc
+from dnaembed.io.tables import write_tsv
 
-def parse_cluster_tsv(lines: Iterable[str]) -> dict[str, str]:
-    """``read_id<TAB>cluster_id[<TAB>...]`` (dnaembed's format): ``#`` lines skipped.
-
-    A first row whose read id is ``read_id`` is a header and is skipped too.
-    """
-    out: dict[str, str] = {}
-    for line in lines:
-        line = line.rstrip("\r\n")
-        if not line or line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) < 2:
-            raise ValueError(f"clusters table: expected read_id<TAB>cluster_id, got {line!r}")
-        if not out and fields[0] == "read_id":
-            continue
-        out[fields[0]] = fields[1]
-    return out
-
-
-def parse_uc(lines: Iterable[str]) -> dict[str, str]:
-    """vsearch/usearch ``--uc``: ``S`` (centroid) and ``H`` (hit) records give the cluster.
-
-    Fields: type, cluster number, length, identity, strand, ..., query label (9th),
-    target label (10th). ``C`` records are per-cluster summaries and are skipped.
-    """
-    out: dict[str, str] = {}
-    for line in lines:
-        if not line.strip() or line.startswith("#"):
-            continue
-        fields = line.rstrip("\r\n").split("\t")
-        if fields[0] in ("S", "H") and len(fields) >= 9:
-            out[fields[8]] = fields[1]
-    return out
-
-
-def parse_cdhit_clstr(lines: Iterable[str]) -> dict[str, str]:
-    """CD-HIT ``.clstr``: ``>Cluster N`` then ``i<TAB>LEN nt, >ID... (*|at +/P%)`` lines.
-
-    Run with ``-d 0`` so that ids are whole (up to the first space).
-    """
-    out: dict[str, str] = {}
-    cluster: str | None = None
-    for line in lines:
-        line = line.rstrip("\r\n")
-        if not line:
-            continue
-        if line.startswith(">Cluster"):
-            cluster = line.split()[1]
-            continue
-        if cluster is None:
-            raise ValueError(f"cd-hit .clstr: member line before any cluster: {line!r}")
-        start = line.index(">") + 1
-        end = line.index("...", start)
-        out[line[start:end]] = cluster
-    return out
-
-
-def parse_mmseqs_tsv(lines: Iterable[str]) -> dict[str, str]:
-    """MMseqs2 ``easy-linclust`` ``PREFIX_cluster.tsv``: ``representative<TAB>member``."""
-    out: dict[str, str] = {}
-    for line in lines:
-        line = line.rstrip("\r\n")
-        if not line:
-            continue
-        rep, member = line.split("\t")[:2]
-        out[member] = rep
-    return out
+__all__ = ["parse_cdhit_clstr", "parse_clover", "parse_mmseqs_tsv",
+           "parse_starcode", "parse_uc", "complete", "write_cluster_tsv", "write_fasta",
+           "write_clover_input", "write_lines"]
 
 
 def parse_clover(text: str, keys: Sequence[str] | None = None) -> dict[str, str]:
@@ -102,27 +45,6 @@ def parse_clover(text: str, keys: Sequence[str] | None = None) -> dict[str, str]
         out.setdefault(core, core)
     if keys is not None:
         out = {keys[int(r)]: keys[int(c)] for r, c in out.items()}
-    return out
-
-
-def parse_starcode(lines: Iterable[str], ids: Sequence[str]) -> dict[str, str]:
-    """Starcode with ``--seq-id``: ``centroid<TAB>count[<TAB>sequences]<TAB>numbers``.
-
-    The last column lists the members' 1-based line numbers in the input; ``ids``
-    are the read ids in input order. The cluster id is the centroid sequence's
-    line (the first number of a cluster is as good: any label works).
-    """
-    out: dict[str, str] = {}
-    for k, line in enumerate(lines):
-        line = line.rstrip("\r\n")
-        if not line:
-            continue
-        fields = line.split("\t")
-        numbers = fields[-1]
-        if len(fields) < 3 or not numbers.replace(",", "").isdigit():
-            raise ValueError(f"starcode output: no sequence numbers (use --seq-id): {line!r}")
-        for n in numbers.split(","):
-            out[ids[int(n) - 1]] = f"c{k}"
     return out
 
 
@@ -155,12 +77,7 @@ def complete(mapping: dict[str, str], read_ids: Sequence[str]) -> tuple[dict[str
 
 def write_cluster_tsv(mapping: dict[str, str], path: str | Path) -> None:
     """``read_id<TAB>cluster_id`` with a ``#`` column line, like ``dnaembed cluster``."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as out:
-        out.write("#read_id\tcluster_id\n")
-        out.writelines(f"{r}\t{c}\n" for r, c in mapping.items())
-    tmp.replace(path)
+    write_tsv(path, ["read_id", "cluster_id"], mapping.items())
 
 
 def write_fasta(path: str | Path, ids: Sequence[str], seqs: Sequence[str]) -> None:

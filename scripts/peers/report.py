@@ -1,4 +1,4 @@
-"""Scoring (``dnaembed evaluate`` or the same library function) and the Markdown tables."""
+"""Scoring (``dnaembed evaluate --format`` or the same library function) and the Markdown tables."""
 
 from __future__ import annotations
 
@@ -8,20 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from peers.convert import parse_cluster_tsv
-
 SCORE_KEYS = ("A_0.8", "A_0.9", "A_1.0", "ARI", "NMI", "output_clusters", "true_clusters")
 
 
 def evaluate_cli_available() -> bool:
-    """True once ``dnaembed evaluate`` exists in this checkout."""
+    """True once ``dnaembed evaluate --format`` exists in this checkout."""
     proc = subprocess.run(
         [sys.executable, "-m", "dnaembed", "evaluate", "--help"],
         capture_output=True,
         text=True,
         env=dict(os.environ, PYTHONWARNINGS="ignore"),
     )
-    return proc.returncode == 0
+    return proc.returncode == 0 and "--format" in proc.stdout
 
 
 def _normalise(raw: dict) -> dict | None:
@@ -49,17 +47,20 @@ def _normalise(raw: dict) -> dict | None:
     return out if all(k in out for k in SCORE_KEYS[:5]) else None
 
 
-def score(clusters_tsv: Path, truth_path: Path, truth: dict[str, str], use_cli: bool) -> dict:
-    """Scores of a ``read_id<TAB>cluster_id`` file against the truth.
+def score(clusters: Path, truth_path: Path, use_cli: bool, *, fmt: str = "tsv",
+          reads: Path | None = None) -> dict:
+    """Scores of a tool's clusters file (in ``fmt``, as ``evaluate --format`` reads it).
 
-    With ``use_cli``: ``dnaembed evaluate CLUSTERS --truth TRUTH --json``; otherwise (or if
-    its JSON lacks a figure) ``dnaembed.evaluate.clustering.clustering_scores``, the function
-    behind it.
+    With ``use_cli``: ``dnaembed evaluate CLUSTERS --format FMT --truth TRUTH --json``
+    (``--reads READS`` for Starcode, whose output numbers its input lines); otherwise (or
+    if its JSON lacks a figure) ``dnaembed.evaluate.clustering.evaluate_files``, the
+    function behind it.
     """
     if use_cli:
+        extra = ["--reads", str(reads)] if reads is not None else []
         proc = subprocess.run(
-            [sys.executable, "-m", "dnaembed", "evaluate", str(clusters_tsv),
-             "--truth", str(truth_path), "--json"],
+            [sys.executable, "-m", "dnaembed", "evaluate", str(clusters), "--format", fmt,
+             "--truth", str(truth_path), "--json", *extra],
             capture_output=True, text=True, env=dict(os.environ, PYTHONWARNINGS="ignore"),
         )  # fmt: skip
         if proc.returncode == 0:
@@ -68,14 +69,12 @@ def score(clusters_tsv: Path, truth_path: Path, truth: dict[str, str], use_cli: 
             except json.JSONDecodeError:
                 picked = None
             if picked is not None:
-                picked["scored_by"] = "dnaembed evaluate"
+                picked["scored_by"] = f"dnaembed evaluate --format {fmt}"
                 return picked
-    from dnaembed.evaluate.clustering import clustering_scores
+    from dnaembed.evaluate.clustering import evaluate_files
 
-    with open(clusters_tsv) as f:
-        predicted = parse_cluster_tsv(f)
-    out = clustering_scores(predicted, truth)
-    out["scored_by"] = "dnaembed.evaluate.clustering.clustering_scores"
+    out = evaluate_files(clusters, truth_path, fmt=fmt, reads_path=reads)
+    out["scored_by"] = f"dnaembed.evaluate.clustering.evaluate_files (format {fmt})"
     return out
 
 

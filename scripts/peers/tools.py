@@ -50,14 +50,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from peers.convert import (
-    parse_cdhit_clstr,
-    parse_clover,
-    parse_cluster_tsv,
-    parse_mmseqs_tsv,
-    parse_starcode,
-    parse_uc,
-)
+from peers.convert import parse_clover
 from peers.datasets import DataSet
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,10 +68,17 @@ class Setting:
 
 
 class Tool:
-    """A clusterer: how to find it, its settings for a data set, its command and output."""
+    """A clusterer: how to find it, its settings for a data set, its command and output.
+
+    ``output_file`` in ``output_format`` (one of ``dnaembed evaluate --format``'s) is
+    what the command leaves in its working directory; ``None``: a format only
+    :meth:`parse` reads.
+    """
 
     name = ""
     input_kind = "fasta"
+    output_file = ""
+    output_format: str | None = None
 
     def available(self) -> tuple[bool, str]:
         """(installed, version or the reason it is not)."""
@@ -94,7 +94,10 @@ class Tool:
 
     def parse(self, setting: Setting, ds: DataSet, workdir: Path) -> dict[str, str]:
         """Read id -> cluster, from the files the command left in ``workdir``."""
-        raise NotImplementedError
+        from dnaembed.io.formats import read_assignments
+
+        ds.load()
+        return read_assignments(workdir / self.output_file, self.output_format, ds.ids)
 
 
 def _version(cmd: list[str], marker: str = "") -> str:
@@ -129,6 +132,8 @@ def identities(ds: DataSet) -> tuple[float, float]:
 
 class Vsearch(Tool):
     name = "vsearch"
+    output_file = "out.uc"
+    output_format = "uc"
 
     def available(self) -> tuple[bool, str]:
         if not shutil.which("vsearch"):
@@ -152,9 +157,6 @@ class Vsearch(Tool):
             "--threads", str(THREADS), "--uc", "out.uc",
         ]  # fmt: skip
 
-    def parse(self, setting: Setting, ds: DataSet, workdir: Path) -> dict[str, str]:
-        with open(workdir / "out.uc") as f:
-            return parse_uc(f)
 
 
 # cd-hit-est word size for an identity threshold (cd-hit user's guide).
@@ -168,6 +170,8 @@ def cdhit_word(c: float) -> int:
 
 class CdHitEst(Tool):
     name = "cd-hit-est"
+    output_file = "out.clstr"
+    output_format = "clstr"
 
     def available(self) -> tuple[bool, str]:
         if not shutil.which("cd-hit-est"):
@@ -194,13 +198,12 @@ class CdHitEst(Tool):
             "-r", "1", "-T", str(THREADS), "-M", "0", "-d", "0",
         ]  # fmt: skip
 
-    def parse(self, setting: Setting, ds: DataSet, workdir: Path) -> dict[str, str]:
-        with open(workdir / "out.clstr") as f:
-            return parse_cdhit_clstr(f)
 
 
 class MMseqs(Tool):
     name = "mmseqs2"
+    output_file = "out_cluster.tsv"
+    output_format = "mmseqs"
 
     def available(self) -> tuple[bool, str]:
         if not shutil.which("mmseqs"):
@@ -231,9 +234,6 @@ class MMseqs(Tool):
             "--kmer-per-seq-scale", "0.3", *self.sensitivity(ds), "--threads", str(THREADS),
         ]  # fmt: skip
 
-    def parse(self, setting: Setting, ds: DataSet, workdir: Path) -> dict[str, str]:
-        with open(workdir / "out_cluster.tsv") as f:
-            return parse_mmseqs_tsv(f)
 
 
 class Clover(Tool):
@@ -278,6 +278,8 @@ class Clover(Tool):
 
 class Starcode(Tool):
     name = "starcode"
+    output_file = "out.txt"
+    output_format = "starcode"
     input_kind = "lines"
 
     def available(self) -> tuple[bool, str]:
@@ -295,10 +297,6 @@ class Starcode(Tool):
             "-d", str(setting.values["d"]), "--sphere", "-t", str(THREADS), "--seq-id",
         ]  # fmt: skip
 
-    def parse(self, setting: Setting, ds: DataSet, workdir: Path) -> dict[str, str]:
-        ds.load()
-        with open(workdir / "out.txt") as f:
-            return parse_starcode(f, ds.ids)
 
 
 class Dnaembed(Tool):
@@ -309,6 +307,8 @@ class Dnaembed(Tool):
     """
 
     name = "dnaembed"
+    output_file = "clusters.tsv"
+    output_format = "tsv"
     input_kind = "fastq"
 
     def __init__(self) -> None:
@@ -346,9 +346,6 @@ class Dnaembed(Tool):
             return [sys.executable, str(script), str(ds.reads), "clusters.tsv"]
         return [sys.executable, "-m", "dnaembed", "cluster", str(ds.reads), "-o", "clusters.tsv"]
 
-    def parse(self, setting: Setting, ds: DataSet, workdir: Path) -> dict[str, str]:
-        with open(workdir / "clusters.tsv") as f:
-            return parse_cluster_tsv(f)
 
 
 def _quiet_env() -> dict[str, str]:

@@ -6,7 +6,7 @@ with a c10d rendezvous on 127.0.0.1 starts N copies of ``python -m dnaembed
 train ...`` (the same arguments, less ``--nproc``), sets RANK / WORLD_SIZE /
 LOCAL_RANK / MASTER_ADDR / MASTER_PORT for each, and waits for them. Each copy
 then runs :func:`dnaembed.train.train` as one rank of a DDP job. For several
-machines use torchrun itself (see the README).
+machines use torchrun itself (see docs/distributed.md).
 """
 
 from __future__ import annotations

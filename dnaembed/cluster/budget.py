@@ -1,0 +1,107 @@
+"""How partitioned clustering splits its work to fit a memory budget per process.
+
+The budget (``--memory``) is what each process may hold: this one (which
+reads the input, keeps the per-read state, links and rescues), and each
+worker (which embeds chunks and searches partitions). The work is split by
+figures measured on this code (``scripts/bench_scale.py``, docs/scaling.md):
+
+* a process with the model loaded holds :data:`PROCESS_BASE` before any read;
+  the rest of the budget is the room the data may take;
+* the reads (ids and sequences) stay in memory up to :data:`READS_SHARE` of
+  the room and go to files under the tmpdir beyond it; the search vectors
+  (float16) likewise at :data:`VECTORS_SHARE`;
+* a task holds about :data:`TASK_BYTES_PER_READ` per read of its chunk or
+  partition; the tasks a process runs at once share :data:`TASK_SHARE` of
+  the room, which bounds the chunk size (the partition size is the user's:
+  a budget too small for it is refused, so that the budget never changes the
+  output);
+* what every read costs this process whatever is spilled (hashes, labels, the
+  union-find, the pairs while they are linked: :data:`CLIENT_BYTES_PER_READ`)
+  cannot be split: a budget below it is refused before the work starts.
+
+Without a budget nothing is spilled and the sizes are the defaults. Neither
+spilling nor the chunk size changes the output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from dnaembed.cluster.partitioned import PartitionPlan
+from dnaembed.errors import DnaembedError
+
+MB = 1 << 20
+#: Resident memory of a process with torch, faiss and a model loaded, before any data.
+PROCESS_BASE = 320 * MB
+READS_SHARE = 0.25
+VECTORS_SHARE = 0.15
+TASK_SHARE = 0.5
+#: Per read of a task (vectors as float32, sequences as strings, neighbours, pairs).
+TASK_BYTES_PER_READ = 2_000
+#: Per distinct read, in this process, whatever is spilled.
+CLIENT_BYTES_PER_READ = 400
+#: Smallest partition and chunk a budget may force.
+MIN_TASK_READS = 256
+
+
+@dataclass
+class WorkPlan:
+    """The split: the partition plan, the reads kept in memory, and why."""
+
+    plan: PartitionPlan
+    reads_in_memory: int | None
+    memory: int | None
+    units: int = 0
+    tasks_here: int = 1
+
+    def describe(self) -> str:
+        p = self.plan
+        vectors = self.units * p.search_dim * 2
+        head = ("no memory budget" if self.memory is None else
+                f"memory budget {self.memory / MB:,.0f} MB per process ({self.tasks_here} "
+                f"task{'s' if self.tasks_here != 1 else ''} at a time here)")
+        if self.reads_in_memory is None:
+            reads = "reads in memory"
+        else:
+            reads = (f"reads in memory up to {self.reads_in_memory / MB:,.0f} MB, then spilled "
+                     "to the tmpdir")
+        where = "spilled to the tmpdir" if p.spill_vectors else "in memory"
+        return (f"{head}: {reads}; search vectors {vectors / MB:,.1f} MB (float16) {where}; "
+                f"embedding in chunks of {p.chunk_size:,} reads; partitions of about "
+                f"{p.partition_size:,} reads")
+
+
+def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
+              params: dict | None = None) -> WorkPlan:
+    """The work plan for ``units`` distinct reads under ``memory`` bytes per process.
+
+    ``params``: :class:`PartitionPlan` fields, and ``reads_in_memory`` (bytes of
+    reads kept in memory before they are spilled; 0: spill them all).
+    """
+    params = params or {}
+    names = {f.name for f in fields(PartitionPlan)}
+    plan = PartitionPlan(**{k: v for k, v in params.items() if k in names and v is not None})
+    if model is not None and not 0 < plan.search_dim < model.config.embedding_dim:
+        plan.search_dim = model.config.embedding_dim
+    # Tasks at once in one process: the in-process executor's threads, or a worker's.
+    tasks_here = max(1, int(getattr(runner, "tasks_per_process", 1)))
+    reads_in_memory = params.get("reads_in_memory")
+    if memory is None:
+        return WorkPlan(plan, reads_in_memory, None, units, tasks_here)
+    room = memory - PROCESS_BASE - CLIENT_BYTES_PER_READ * units
+    tasks = tasks_here * TASK_BYTES_PER_READ * MIN_TASK_READS
+    partitions = tasks_here * TASK_BYTES_PER_READ * plan.partition_size
+    if room < max(tasks, partitions / TASK_SHARE):
+        what = (f"{units:,} distinct reads and partitions of {plan.partition_size:,} reads "
+                f"({tasks_here} at a time)")
+        raise DnaembedError(
+            f"--memory {memory / MB:,.0f} MB is too small for {what}: about "
+            f"{(memory - room + partitions / TASK_SHARE) / MB:,.0f} MB are needed "
+            f"({PROCESS_BASE / MB:.0f} MB for the program and the model, "
+            f"{CLIENT_BYTES_PER_READ} bytes per read); lower --partition-size or raise --memory")
+    task_reads = max(MIN_TASK_READS, int(TASK_SHARE * room / (tasks_here * TASK_BYTES_PER_READ)))
+    plan.chunk_size = min(plan.chunk_size, task_reads)
+    plan.spill_vectors = plan.spill_vectors or units * plan.search_dim * 2 > VECTORS_SHARE * room
+    if reads_in_memory is None:
+        reads_in_memory = int(READS_SHARE * max(room, 0))
+    return WorkPlan(plan, reads_in_memory, memory, units, tasks_here)

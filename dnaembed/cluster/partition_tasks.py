@@ -1,0 +1,268 @@
+"""The independent tasks of partitioned clustering: plain data in, plain data out.
+
+Three kinds, each a module-level function of one dataclass (so that any
+executor can pickle it to another process or machine and run it again after
+a failure):
+
+* :func:`embed_chunk`: a chunk of reads -> their vectors in the search space
+  (float16) and their cells; or, for the partition sample, full vectors;
+* :func:`search_partition`: one partition -> the exact-checked candidate pairs
+  of its home reads (neighbours searched exactly among all its members), and
+  the full distances of the threshold sample's pairs;
+* :func:`query_partition`: one partition and reads from elsewhere (the
+  reverse complements of cluster representatives, the rescue's reads) ->
+  their checked pairs, or their neighbour lists.
+
+Every task runs on one thread: faiss's distances depend on how the work is
+split between threads, and each task must give the same bytes wherever it
+runs. Parallelism is tasks side by side, on threads, processes or machines.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs, levenshtein_pairs
+from dnaembed.cluster.partition import Partitioner
+from dnaembed.cluster.search import Neighbours
+from dnaembed.cluster.threshold import Threshold
+from dnaembed.encoding import reverse_complement
+from dnaembed.io.spill import unpack_strings
+
+
+@dataclass
+class EmbedTask:
+    """Reads to embed (packed bytes and lengths); ``reverse``: embed their reverse complements.
+
+    ``partitioner`` None: full vectors (float32), no cells (the partition sample).
+    """
+
+    data: np.ndarray
+    lengths: np.ndarray
+    reverse: bool = False
+    partitioner: Partitioner | None = None
+    precision: str = "auto"
+    batch_size: int | None = None
+
+
+@dataclass
+class EmbedResult:
+    vectors: np.ndarray  # float16 (n, search dim), or float32 (n, model dim) for the sample
+    cells: np.ndarray | None  # int32 (n, max cells), nearest first, -1 pad
+    truncated: int  # reads longer than the model's window
+    cpu_seconds: float = 0.0  # the task's own CPU time (for the per-read cost of each stage)
+
+
+def embed_chunk(model, task: EmbedTask) -> EmbedResult:
+    """Embed one chunk (one thread; the model is the executor's shared object)."""
+    from dnaembed.log import set_threads
+    from dnaembed.model.inference import EmbedStats, embed_sequences
+
+    started = time.thread_time()
+    set_threads(1)
+    seqs = unpack_strings(task.data, task.lengths)
+    if task.reverse:
+        seqs = [reverse_complement(s) for s in seqs]
+    stats = EmbedStats()
+    vectors = embed_sequences(model, seqs, batch_size=task.batch_size, precision=task.precision,
+                              stats=stats)
+    if task.partitioner is None:
+        return EmbedResult(vectors, None, stats.truncated, time.thread_time() - started)
+    projected = task.partitioner.project(vectors)
+    cells = task.partitioner.assign(projected)
+    return EmbedResult(projected.astype(np.float16), cells, stats.truncated,
+                       time.thread_time() - started)
+
+
+@dataclass
+class PartitionTask:
+    """One partition: its members (unit ids, increasing), their vectors and reads.
+
+    ``home``: members whose nearest cell this is (their neighbours are searched
+    here); ``sample``: home members in the threshold sample; ``cut``: pairs
+    over its (length-scaled) cut are dropped; ``neighbours``: candidates per read.
+    """
+
+    members: np.ndarray
+    vectors: np.ndarray
+    data: np.ndarray
+    lengths: np.ndarray
+    home: np.ndarray
+    sample: np.ndarray
+    cut: Threshold
+    neighbours: int
+
+
+@dataclass
+class PartitionEdges:
+    """Checked pairs (unit ids, ``lo < hi``) with their distances; the sample's full distances."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    dist: np.ndarray
+    sample_lo: np.ndarray
+    sample_hi: np.ndarray
+    sample_dist: np.ndarray
+    candidates: int
+    cpu_seconds: float = 0.0
+
+
+def _index(vectors: np.ndarray):
+    import faiss
+
+    faiss.omp_set_num_threads(1)  # per calling thread: see the module notes
+    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    index = faiss.IndexFlatL2(x.shape[1])
+    index.add(x)
+    return index
+
+
+def _search(index, queries: np.ndarray, k: int) -> Neighbours:
+    n = len(queries)
+    k_eff = min(k, index.ntotal)
+    dist = np.full((n, k), np.inf, dtype=np.float32)
+    idx = np.full((n, k), -1, dtype=np.int64)
+    if n and k_eff:
+        d, i = index.search(np.ascontiguousarray(queries, dtype=np.float32), k_eff)
+        dist[:, :k_eff], idx[:, :k_eff] = d, i
+    dist[idx < 0] = np.inf
+    return Neighbours(dist, idx)
+
+
+def _without_self(found: Neighbours, rows: np.ndarray, k: int) -> Neighbours:
+    """Drop each query's own row (else its farthest candidate), as ``self_neighbours`` does."""
+    n = len(rows)
+    is_self = found.indices == rows[:, None]
+    drop = np.where(is_self.any(axis=1), is_self.argmax(axis=1), k)
+    keep = np.ones_like(is_self)
+    keep[np.arange(n), drop] = False
+    return Neighbours(found.distances[keep].reshape(n, k), found.indices[keep].reshape(n, k))
+
+
+def _checked(seqs, rc, pairs: CandidatePairs, lengths: np.ndarray, cut: Threshold
+             ) -> tuple[CandidatePairs, np.ndarray]:
+    """The pairs within the cut and their distances (as :meth:`GraphClusterer._check`)."""
+    cuts = cut.cuts(np.maximum(lengths[pairs.lo], lengths[pairs.hi]))
+    possible = (np.abs(lengths[pairs.lo] - lengths[pairs.hi]) <= cuts) & (
+        np.minimum(lengths[pairs.lo], lengths[pairs.hi]) > 0)
+    pairs, cuts = pairs.subset(possible), cuts[possible]
+    cutoff = int(cuts.max()) if len(cuts) else 0
+    dist = levenshtein_pairs(seqs, rc, pairs, cutoff=cutoff, workers=1)
+    close = dist <= cuts
+    return pairs.subset(close), dist[close]
+
+
+def search_partition(task: PartitionTask) -> PartitionEdges:
+    """Candidates of the home reads among all members, checked exactly (see the module notes)."""
+    started = time.thread_time()
+    seqs = unpack_strings(task.data, task.lengths)
+    lengths = task.lengths.astype(np.int64)
+    m = len(task.members)
+    k = min(task.neighbours, max(m - 1, 1))
+    home = np.flatnonzero(task.home)
+    index = _index(task.vectors)
+    found = _without_self(_search(index, task.vectors[home], k + 1), home, k)
+    pairs = candidate_pairs(found, rows=home)
+    edges, dist = _checked(seqs, None, pairs, lengths, task.cut)
+    # The threshold sample: its reads' candidate pairs, full distances (nothing cut).
+    in_sample = task.sample[home]
+    sample = candidate_pairs(Neighbours(found.distances[in_sample], found.indices[in_sample]),
+                             rows=home[in_sample])
+    sample = sample.subset((lengths[sample.lo] > 0) & (lengths[sample.hi] > 0))
+    sample_dist = levenshtein_pairs(seqs, None, sample, workers=1)
+    ids = task.members
+    return PartitionEdges(ids[edges.lo], ids[edges.hi], dist.astype(np.int32),
+                          ids[sample.lo], ids[sample.hi], sample_dist.astype(np.int32), len(pairs),
+                          time.thread_time() - started)
+
+
+@dataclass
+class QueryTask:
+    """Reads from elsewhere searched among one partition's members.
+
+    ``queries``: their unit ids; ``query_vectors``/``query_data``/``query_lengths``:
+    the vectors and sequences searched, oriented (a reverse-complement query's
+    are the reverse complement's); ``reverse``: the query is a reverse
+    complement (its pairs have parity 1; it keeps itself among its candidates,
+    as a forward query does not); ``check``: the query's candidates are
+    checked and returned as pairs, else its neighbour list is returned as is.
+    """
+
+    members: np.ndarray
+    vectors: np.ndarray
+    data: np.ndarray
+    lengths: np.ndarray
+    queries: np.ndarray
+    query_vectors: np.ndarray
+    query_data: np.ndarray
+    query_lengths: np.ndarray
+    reverse: np.ndarray
+    check: np.ndarray
+    cut: Threshold
+    neighbours: int
+
+
+@dataclass
+class QueryResult:
+    lo: np.ndarray  # checked pairs (unit ids, lo < hi) and their parity and distance
+    hi: np.ndarray
+    parity: np.ndarray
+    dist: np.ndarray
+    candidates: int
+    listed: np.ndarray  # rows of the task's queries whose lists follow
+    indices: np.ndarray  # (len(listed), neighbours) unit ids, -1 for none
+    distances: np.ndarray  # float32, +inf for none
+    cpu_seconds: float = 0.0
+
+
+def query_partition(task: QueryTask) -> QueryResult:
+    """Each query's nearest members; checked pairs or neighbour lists (see :class:`QueryTask`)."""
+    started = time.thread_time()
+    k = task.neighbours
+    index = _index(task.vectors)
+    found = _search(index, task.query_vectors, k + 1)
+    ids = task.members
+    unit = np.where(found.indices >= 0, ids[np.maximum(found.indices, 0)], -1)
+    own = unit == task.queries[:, None]
+    # A forward query that is itself a member loses itself (else its farthest candidate,
+    # as self_neighbours does); a reverse-complement query keeps its k nearest.
+    drop = np.where(own.any(axis=1) & ~task.reverse, own.argmax(axis=1), k)
+    keep = np.ones_like(own)
+    keep[np.arange(len(unit)), drop] = False
+    unit = unit[keep].reshape(-1, k)
+    dist = found.distances[keep].reshape(-1, k)
+    lo, hi, parity, d, candidates = _check_queries(task, unit, dist)
+    listed = np.flatnonzero(~task.check)
+    return QueryResult(lo, hi, parity, d, candidates, listed, unit[listed], dist[listed],
+                       time.thread_time() - started)
+
+
+def _check_queries(task: QueryTask, unit: np.ndarray, dist: np.ndarray):
+    """Exact distances of the checked queries to their candidates, within the cut."""
+    q = len(task.queries)
+    # Local numbering: queries 0..q-1, then the members. Each query's sequence is already
+    # oriented, so a pair compares it (``rc_seqs[lo]`` or ``seqs[lo]``: the same list)
+    # with the member as read (``seqs[hi]``).
+    member_pos = np.searchsorted(task.members, np.maximum(unit, 0))
+    local = Neighbours(dist, np.where(unit >= 0, q + member_pos, -1))
+    parts = []
+    for parity in (0, 1):
+        rows = np.flatnonzero(task.check & (task.reverse == bool(parity)))
+        nb = Neighbours(local.distances[rows], local.indices[rows])
+        parts.append(candidate_pairs(nb if parity == 0 else None, nb if parity else None,
+                                     rows=rows))
+    pairs = CandidatePairs(*(np.concatenate([getattr(p, f) for p in parts])
+                             for f in ("lo", "hi", "parity", "embedded")))
+    seqs = unpack_strings(task.query_data, task.query_lengths) + unpack_strings(
+        task.data, task.lengths)
+    lengths = np.concatenate([task.query_lengths, task.lengths]).astype(np.int64)
+    edges, d = _checked(seqs, seqs, pairs, lengths, task.cut)
+    query_unit = task.queries[edges.lo]
+    member_unit = task.members[edges.hi - q]
+    keep = query_unit != member_unit
+    lo = np.minimum(query_unit, member_unit)[keep]
+    hi = np.maximum(query_unit, member_unit)[keep]
+    return lo, hi, edges.parity[keep], d[keep].astype(np.int32), len(pairs)

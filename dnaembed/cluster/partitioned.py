@@ -1,0 +1,384 @@
+"""The graph method, partitioned: bounded memory per task, tasks on any executor.
+
+The same method as :class:`dnaembed.cluster.graph.GraphClusterer` (embedding
+candidates, exact check, guarded Kruskal linking, both orientations through
+the reverse complement of one read per cluster, the rescue), in steps whose
+heavy work is independent tasks (:mod:`dnaembed.cluster.partition_tasks`):
+
+1. embed a seeded sample; fit the search space and the coarse cells on it
+   (:mod:`dnaembed.cluster.partition`);
+2. embed every unit in fixed chunks: vectors (float16, in the search space,
+   in memory or spilled) and cells;
+3. round 1, per partition: exact neighbours of its home reads among its
+   members, exact check -> pairs, and the threshold sample's full distances;
+   the threshold from the sample (until it is known, pairs are checked
+   against an upper cut, :data:`UPPER_CUT_FRACTION` of the median length);
+4. one union-find over all pairs, guarded as today (in this process);
+5. rounds 2, 3, ...: the representative of every cluster, as read and
+   reverse-complemented, searched among the representatives, partitioned
+   afresh by cells of another seed, checked and linked. No partitioning of
+   this embedding keeps every pair together (its strands spread over many
+   dimensions, so cell boundaries cut through some strands at any margin):
+   a strand cut in two by one round's cells is joined by a later round's,
+   whose boundaries lie elsewhere, as in the rounds of random partitions of
+   Rashtchian et al. (NeurIPS 2017). Each round works on one read per
+   cluster, a fraction of the reads, with a wider margin than round 1's
+   (cheap there); from round 3 on, rounds stop once one merges fewer than
+   ``rounds_until`` of the clusters, or after ``rounds``. Round 2 also lists
+   the nearest representatives of the reads the rescue may examine;
+6. the rescue (:mod:`dnaembed.cluster.rescue`), in this process.
+
+Tasks go through a ``runner`` (anything with ``map(fn, tasks, *, shared,
+desc, unit)`` yielding results in task order: :mod:`dnaembed.execute`); the
+algorithm never knows where they run. The chunks, the samples and the cells
+depend on the input and the seed only, and each task gives the same bytes
+wherever it runs, so the output does not depend on the executor, the number
+of workers or threads.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dnaembed.cluster.candidates import CandidatePairs
+from dnaembed.cluster.graph import _GuardedLinker
+from dnaembed.cluster.labels import assemble
+from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_cells
+from dnaembed.cluster.partition_tasks import (
+    EmbedTask,
+    PartitionTask,
+    embed_chunk,
+    search_partition,
+)
+from dnaembed.cluster.rounds import RepresentativeRounds, distinct_pairs
+from dnaembed.cluster.threshold import SAMPLE_PAIRS, Threshold, estimate_threshold
+from dnaembed.cluster.units import Units
+from dnaembed.io.spill import SpillArray, SpillDir, trim_memory
+from dnaembed.log import logger
+
+#: Reads whose neighbours are checked in full to choose the threshold (as the graph method).
+THRESHOLD_SAMPLE_READS = 4_000
+FULL_LENGTH_FRACTION = 0.9
+#: Fewest reads per embedding chunk (below the plan's chunk size).
+MIN_CHUNK = 1_024
+#: Until the threshold is known, pairs within this fraction of the median length are kept.
+UPPER_CUT_FRACTION = 0.5
+
+
+@dataclass
+class PartitionPlan:
+    """How the work is split: reads per embedding chunk, partitions, what is spilled."""
+
+    chunk_size: int = 16_384
+    partition_size: int = 4_096
+    #: Round 1's and later rounds' margins, in units of the sample's spread.
+    #: Representatives per cell in rounds 2.. (None: ``partition_size``).
+    rep_partition_size: int | None = None
+    margin: float = 0.5
+    rep_margin: float = 1.5
+    max_cells: int = 4
+    rep_max_cells: int = 8
+    search_dim: int = 64
+    spill_vectors: bool = False
+    sample_size: int = 4_096
+    rounds: int = 6
+    #: Later rounds stop once one merges fewer than this fraction of the clusters.
+    rounds_until: float = 0.001
+
+
+@dataclass
+class PartitionedResult:
+    """Per unit: cluster, orientation; representatives; the threshold; timings and counts."""
+
+    labels: np.ndarray
+    orientation: np.ndarray
+    representatives: np.ndarray
+    threshold: Threshold | None
+    timings: dict[str, float] = field(default_factory=dict)
+    stats: dict[str, object] = field(default_factory=dict)
+
+
+class _Stage:
+    """Wall time per stage and task CPU time per stage, for the log and the projection."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self.stats: dict[str, object] = {}
+
+    def timed(self, stage: str, start: float) -> None:
+        self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - start
+
+    def count(self, key: str, value: float) -> None:
+        self.stats[key] = self.stats.get(key, 0) + value
+
+
+def cluster_units(
+    units: Units,
+    model,
+    runner,
+    *,
+    plan: PartitionPlan,
+    spill: SpillDir | None = None,
+    neighbours: int = 16,
+    max_dist: int | None = None,
+    guard: bool = True,
+    guard_factor: float = 1.5,
+    rescue: bool = True,
+    rescue_max_size: int = 2,
+    both: bool = True,
+    seed: int = 0,
+    precision: str = "auto",
+    batch_size: int | None = None,
+) -> PartitionedResult:
+    """Cluster the units with the partitioned graph method (see the module notes)."""
+    n = len(units)
+    if n <= 1:
+        return PartitionedResult(np.zeros(n, np.int64), np.zeros(n, np.int8),
+                                 np.zeros(n, np.int64), None)
+    run = _Run(units, model, runner, plan, spill, neighbours, seed, precision, batch_size)
+    try:
+        run.embed_all()
+        trim_memory()
+        threshold, edges, dist = run.first_round(max_dist)
+        trim_memory()
+        w = units.weights.astype(np.float64)
+        degree = (w - 1) + np.bincount(edges.lo, weights=w[edges.hi], minlength=n) + np.bincount(
+            edges.hi, weights=w[edges.lo], minlength=n)
+        start = time.perf_counter()
+        linker = _GuardedLinker(units.seqs, units.seqs.reversed(), degree, units.weights,
+                                threshold, guard_factor, guard)
+        linker.link(edges, dist)
+        run.stage.timed("link", start)
+        rescuing = rescue and n > 2
+        superset = (_rescue_superset(linker, units, rescue_max_size) if rescuing
+                    else np.zeros(0, np.int64))
+        rounds = RepresentativeRounds(run, threshold, both=both, rescue_rows=superset)
+        rounds.link(linker, plan.rounds, plan.rounds_until)
+        trim_memory()
+        groups, parity = linker.uf.labels()
+        run.stage.stats.update(merges=linker.merges, guard_refusals=linker.refusals)
+        result = _finish(units, groups, parity, degree, threshold, rounds.lists, rescuing,
+                         rescue_max_size, both, seed, run.stage)
+    finally:
+        run.close()
+    return result
+
+
+class _Run:
+    """The state of one partitioned run: the vectors, cells and partitioner; the runner."""
+
+    def __init__(self, units, model, runner, plan, spill, neighbours, seed, precision,
+                 batch_size) -> None:
+        self.units, self.model, self.runner, self.plan = units, model, runner, plan
+        self.neighbours, self.seed = neighbours, seed
+        self.precision, self.batch_size = precision, batch_size
+        self.stage = _Stage()
+        self.spill_to = (spill.new_file("vectors.f16") if plan.spill_vectors and spill is not None
+                         else None)
+        self.vectors = SpillArray((0,), np.float16)
+        self.home: np.ndarray | None = None  # each unit's nearest cell
+        self.partitioner: Partitioner | None = None
+        self.sample_vectors: np.ndarray | None = None
+        self.members: list[np.ndarray] = []
+        # Small inputs in several chunks too, so that they embed on several threads; the
+        # chunks depend on the number of reads only.
+        self.chunk_size = max(MIN_CHUNK, min(plan.chunk_size, len(units) // 16))
+
+    def close(self) -> None:
+        self.vectors.close()
+
+    def embed(self, units: np.ndarray, *, reverse: bool, desc: str, full: bool = False
+              ) -> Iterator:
+        """Embed units in fixed chunks (which depend on ``units`` only); ``full``: the model's
+        vectors, else projected into the search space with their cells."""
+        size = self.chunk_size
+        partitioner = None if full else self.partitioner
+
+        def tasks():
+            for start in range(0, len(units), size):
+                data, lengths = self.units.seqs.packed(units[start : start + size])
+                yield EmbedTask(data, lengths, reverse, partitioner, self.precision,
+                                self.batch_size)
+
+        yield from self.runner.map(embed_chunk, tasks(), shared=self.model, desc=desc,
+                                   unit="chunk")
+
+    def embed_all(self) -> None:
+        """Steps 1 and 2: the sample, the partitioner, then every unit's vector and cells.
+
+        The sample's own vectors are projected here and kept; the other units are
+        embedded in chunks, and the two merged in unit order.
+        """
+        n, plan = len(self.units), self.plan
+        start = time.perf_counter()
+        cells = max(1, -(-n // plan.partition_size))
+        rng = np.random.default_rng([self.seed, 21])
+        sample = np.sort(rng.choice(n, min(n, max(plan.sample_size, 64 * cells)), replace=False))
+        full, truncated = [], 0
+        for result in self.embed(sample, reverse=False, desc="embedding a sample", full=True):
+            full.append(result.vectors)
+            truncated += result.truncated
+            self.stage.count("cpu_embed", result.cpu_seconds)
+        full = np.concatenate(full)
+        self.partitioner = fit_partitioner(full, cells=cells, search_dim=plan.search_dim,
+                                           margin=plan.margin, max_cells=plan.max_cells,
+                                           seed=self.seed)
+        self.sample_vectors = self.partitioner.project(full)
+        del full
+        self.stage.timed("partition", start)
+        start = time.perf_counter()
+        self.vectors = SpillArray((self.partitioner.dim,), np.float16, spill_to=self.spill_to)
+        cell_blocks, truncated = self._embed_rest(sample, truncated)
+        cells = np.concatenate(cell_blocks)
+        del cell_blocks
+        self.members = members_of_cells(cells, self.partitioner.cells)
+        self.home = cells[:, 0].copy()
+        del cells
+        self.stage.timed("embed", start)
+        copies = sum(map(len, self.members)) / n
+        self.stage.stats.update(partitions=self.partitioner.cells,
+                                partition_size=plan.partition_size,
+                                copies_per_read=round(copies, 3),
+                                search_dim=self.partitioner.dim, truncated=truncated)
+        logger.info("%d distinct reads in %d partitions (each read in %.2f on average; "
+                    "search in %d dimensions)", n, self.partitioner.cells, copies,
+                    self.partitioner.dim)
+
+    def _embed_rest(self, sample: np.ndarray, truncated: int) -> tuple[list, int]:
+        """Embed the units outside the sample; write every unit's vector in unit order."""
+        n, dim, width = len(self.units), self.partitioner.dim, self.plan.max_cells
+        sample_cells = self.partitioner.assign(self.sample_vectors)
+        rest = np.setdiff1d(np.arange(n), sample)
+        size = self.chunk_size
+        results = self.embed(rest, reverse=False, desc="embedding")
+        cell_blocks, done = [], 0  # every unit below ``done`` is written
+        for stop in [*range(size, len(rest), size), None]:
+            result = next(results) if len(rest) else None
+            upto = n if stop is None else int(rest[stop - 1]) + 1
+            block = np.arange(done, upto)
+            at = np.minimum(np.searchsorted(sample, block), max(len(sample) - 1, 0))
+            in_sample = sample[at] == block if len(sample) else np.zeros(len(block), bool)
+            vectors = np.empty((len(block), dim), np.float16)
+            cells = np.empty((len(block), width), np.int32)
+            vectors[in_sample], cells[in_sample] = self.sample_vectors[at[in_sample]], \
+                sample_cells[at[in_sample]]
+            if result is not None:
+                vectors[~in_sample], cells[~in_sample] = result.vectors, result.cells
+                truncated += result.truncated
+                self.stage.count("cpu_embed", result.cpu_seconds)
+            self.vectors.append(vectors)
+            cell_blocks.append(cells)
+            done = upto
+        self.vectors.finish()
+        return cell_blocks, truncated
+
+    def first_round(self, max_dist: int | None) -> tuple[Threshold, CandidatePairs, np.ndarray]:
+        """Step 3: every partition's checked pairs; the threshold; the pairs within it."""
+        median = self.units.median_length
+        sample = np.zeros(len(self.units), dtype=bool)
+        rng = np.random.default_rng([self.seed, 7])
+        n = len(self.units)
+        sample[rng.choice(n, min(n, THRESHOLD_SAMPLE_READS), replace=False)] = True
+        upper = max_dist if max_dist is not None else int(np.ceil(UPPER_CUT_FRACTION * median))
+        while True:
+            cut = Threshold(upper, "upper", reference_length=median)
+            lo, hi, dist, sample_pairs = self._search_partitions(cut, sample)
+            threshold = _choose_threshold(sample_pairs, self.units.lengths, median, self.seed,
+                                          max_dist)
+            if threshold.max_dist <= upper:
+                break
+            logger.info("threshold %d is above the upper cut %d: partitions searched again",
+                        threshold.max_dist, upper)
+            upper = threshold.max_dist
+        noisy = threshold.source == "fallback" and n > 50
+        (logger.warning if noisy else logger.info)("%s", threshold.describe())
+        lengths = self.units.lengths
+        keep = dist <= threshold.cuts(np.maximum(lengths[lo], lengths[hi]))
+        self.stage.count("verified_pairs", int(keep.sum()))
+        edges = CandidatePairs(lo[keep], hi[keep], np.zeros(int(keep.sum()), np.int8),
+                               np.zeros(int(keep.sum()), np.float32))
+        return threshold, edges, dist[keep]
+
+    def _search_partitions(self, cut: Threshold, sample: np.ndarray):
+        start = time.perf_counter()
+
+        def tasks():
+            for cell, members in enumerate(self.members):
+                data, lengths = self.units.seqs.packed(members)
+                home = self.home[members] == cell
+                yield PartitionTask(members, self.vectors.take(members), data, lengths, home,
+                                    sample[members] & home, cut, self.neighbours)
+
+        names = ("lo", "hi", "dist", "sample_lo", "sample_hi", "sample_dist")
+        parts: dict[str, list] = {k: [] for k in names}
+        for result in self.runner.map(search_partition, tasks(), desc="searching partitions",
+                                      unit="partition"):
+            for key in names:
+                parts[key].append(getattr(result, key))
+            self.stage.count("candidate_pairs", result.candidates)
+            self.stage.count("cpu_search", result.cpu_seconds)
+        joined = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()}
+        n = len(self.units)
+        zero = np.zeros(len(joined["lo"]), np.int8)
+        lo, hi, _, dist = distinct_pairs(joined["lo"], joined["hi"], zero, joined["dist"], n=n)
+        slo, shi, _, sdist = distinct_pairs(joined["sample_lo"], joined["sample_hi"],
+                                            np.zeros(len(joined["sample_lo"]), np.int8),
+                                            joined["sample_dist"], n=n)
+        self.stage.timed("search", start)
+        return lo, hi, dist, (slo, shi, sdist)
+
+
+def _choose_threshold(sample: tuple, lengths: np.ndarray, median: float, seed: int,
+                      user_value: int | None) -> Threshold:
+    """The cut from the sample's full distances, as :meth:`Clusterer._threshold` does."""
+    lo, hi, dist = sample
+    if len(dist) > SAMPLE_PAIRS:
+        pick = np.sort(np.random.default_rng([seed, 8]).choice(len(dist), SAMPLE_PAIRS,
+                                                               replace=False))
+        lo, hi, dist = lo[pick], hi[pick], dist[pick]
+    full = np.minimum(lengths[lo], lengths[hi]) >= FULL_LENGTH_FRACTION * median
+    use = full if full.sum() >= 100 else np.ones(len(dist), dtype=bool)
+    est = estimate_threshold(dist[use], median)
+    if user_value is not None:
+        est = Threshold(int(user_value), "user", est.same_peak, est.unrelated_peak, est.pairs,
+                        est.reference_length)
+    return est
+
+
+def _rescue_superset(linker: _GuardedLinker, units: Units, max_size: int) -> np.ndarray:
+    """Every unit the rescue may examine, known after round 1 (see the rescue's notes).
+
+    Later rounds only merge clusters, so a read the rescue examines is in a
+    round-1 cluster of at most ``max_size`` reads (pass 1, and the reads it
+    leaves behind), or in one without a read of full length (pass 2).
+    """
+    groups, _ = linker.uf.labels()
+    full = units.lengths >= FULL_LENGTH_FRACTION * units.median_length
+    size = np.bincount(groups, weights=units.weights, minlength=len(units))
+    has_full = np.bincount(groups, weights=full, minlength=len(units)) > 0
+    return np.flatnonzero((size[groups] <= max_size) | ~has_full[groups])
+
+
+def _finish(units: Units, groups, parity, degree, threshold, lists, rescue: bool,
+            max_size: int, both: bool, seed: int, stage: _Stage) -> PartitionedResult:
+    """Labels from the linked groups, representatives of full length, then the rescue."""
+    full_length = FULL_LENGTH_FRACTION * units.median_length
+    centrality = np.asarray(degree, dtype=np.float64)
+    lift = float(np.abs(centrality).max(initial=0.0)) * 2 + 1
+    centrality = centrality + lift * (units.lengths >= full_length)
+    labels, orient, reps = assemble(groups, parity, centrality, units.weights)
+    if rescue:
+        from dnaembed.cluster.rescue import rescue_reads
+
+        start = time.perf_counter()
+        labels, orient, reps, rescued = rescue_reads(
+            units.seqs, units.seqs.reversed() if both else None, labels, orient, centrality,
+            units.weights, lists, rate=threshold.rescue_rate, max_size=max_size,
+            full_length=full_length, seed=seed)
+        stage.stats["rescued"] = rescued
+        stage.timed("rescue", start)
+    return PartitionedResult(labels, orient, reps, threshold, stage.timings, stage.stats)

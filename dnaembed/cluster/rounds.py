@@ -1,0 +1,226 @@
+"""Rounds 2, 3, ... of partitioned clustering: one read per cluster, partitioned afresh.
+
+After round 1 (every read, searched in its own partition) the clusters are
+strands, or pieces of strands that a cell boundary cut apart, in either
+orientation. Each later round takes the current representative of every
+cluster, as read and reverse-complemented, assigns them to the cells of a
+new coarse quantizer (another seed, so other boundaries), searches each one's
+nearest representatives within its cell, checks the pairs exactly and links
+them with the same guard (see :mod:`dnaembed.cluster.partitioned`).
+
+Round 2 also lists, for every read the rescue may examine, its nearest
+representatives as read and reverse-complemented: the rescue's embedding
+candidates (:class:`NeighbourLists`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnaembed.cluster.candidates import CandidatePairs
+from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_cells
+from dnaembed.cluster.partition_tasks import QueryTask, query_partition
+from dnaembed.cluster.threshold import Threshold
+from dnaembed.encoding import reverse_complement
+from dnaembed.io.spill import unpack_strings
+from dnaembed.log import logger
+
+
+class NeighbourLists:
+    """Nearest representatives of the rescue's reads, as read and reverse-complemented."""
+
+    def __init__(self, rows: np.ndarray, k: int, both: bool) -> None:
+        self.rows = np.asarray(rows, dtype=np.int64)  # increasing
+        self.both = both
+        sides = 2 if both else 1
+        self.indices = np.full((sides, len(rows), k), -1, dtype=np.int64)
+        self.distances = np.full((sides, len(rows), k), np.inf, dtype=np.float32)
+
+    def put(self, units: np.ndarray, reverse: np.ndarray, indices: np.ndarray,
+            distances: np.ndarray) -> None:
+        at = np.searchsorted(self.rows, units)
+        side = reverse.astype(np.int64)
+        self.indices[side, at] = indices
+        self.distances[side, at] = distances
+
+    def __call__(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rescue's ``neighbours_of``: forward lists, then reverse ones, side by side."""
+        rows = np.asarray(rows, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.rows, rows), max(len(self.rows) - 1, 0))
+        if len(rows) and (len(self.rows) == 0 or (self.rows[at] != rows).any()):
+            raise AssertionError("rescue rows outside the precomputed set")
+        sides = range(2 if self.both else 1)
+        return (np.concatenate([self.indices[s, at] for s in sides], axis=1),
+                np.concatenate([self.distances[s, at] for s in sides], axis=1))
+
+
+@dataclass
+class _Queries:
+    """A round's queries: unit, vector (search space), orientation, checked or listed."""
+
+    unit: np.ndarray
+    vectors: np.ndarray
+    reverse: np.ndarray
+    check: np.ndarray
+
+    @classmethod
+    def join(cls, parts: list[tuple[np.ndarray, np.ndarray, bool, bool]]) -> _Queries:
+        return cls(
+            np.concatenate([p[0] for p in parts]).astype(np.int64),
+            np.concatenate([p[1] for p in parts]),
+            np.concatenate([np.full(len(p[0]), p[2]) for p in parts]),
+            np.concatenate([np.full(len(p[0]), p[3]) for p in parts]),
+        )
+
+
+class RepresentativeRounds:
+    """Rounds 2.. over a run (``run``: the vectors, the units, the runner; see partitioned)."""
+
+    def __init__(self, run, threshold: Threshold, *, both: bool, rescue_rows: np.ndarray
+                 ) -> None:
+        self.run, self.threshold, self.both = run, threshold, both
+        self.rescue_rows = rescue_rows
+        self.lists = NeighbourLists(rescue_rows, run.neighbours, both)
+        self._rc_rows = np.zeros(0, np.int64)
+        self._rc_vectors = np.zeros((0, run.partitioner.dim), np.float16)
+
+    def link(self, linker, rounds: int, until: float = 0.0) -> None:
+        """Rounds 2..``rounds``, stopping once a round (from the second on) merges fewer
+        than ``until`` of the clusters."""
+        run = self.run
+        for number in range(2, rounds + 1):
+            reps = linker.representatives()
+            first = number == 2
+            if first and self.both:
+                start = time.perf_counter()
+                self._embed_reverse(np.union1d(reps, self.rescue_rows))
+                run.stage.timed("embed", start)
+            start = time.perf_counter()
+            lo, hi, parity, dist = self._round(reps, number, listed=first)
+            run.stage.timed("search", start)
+            start = time.perf_counter()
+            merges = linker.merges
+            linker.link(CandidatePairs(lo, hi, parity, np.zeros(len(lo), np.float32)), dist)
+            run.stage.timed("link", start)
+            run.stage.count("verified_pairs", len(lo))
+            logger.info("round %d: %d clusters, %d pairs checked within the cut, %d merged",
+                        number, len(reps), len(lo), linker.merges - merges)
+            run.stage.stats[f"round{number}_merges"] = linker.merges - merges
+            if not first and linker.merges - merges <= until * len(reps):
+                break
+
+    def _embed_reverse(self, rows: np.ndarray) -> None:
+        """Reverse complements of these units, in the search space (kept for later rounds)."""
+        blocks = [self._rc_vectors]
+        for result in self.run.embed(rows, reverse=True, desc="embedding reverse complements"):
+            blocks.append(result.vectors)
+            self.run.stage.count("cpu_embed", result.cpu_seconds)
+        self._rc_rows, self._rc_vectors = rows, np.concatenate(blocks)
+
+    def _reverse_vectors(self, units: np.ndarray) -> np.ndarray:
+        return self._rc_vectors[np.searchsorted(self._rc_rows, units)]
+
+    def _partitioner(self, count: int, number: int) -> Partitioner:
+        """Cells for ``count`` representatives, of a seed of this round's own."""
+        run = self.run
+        size = run.plan.rep_partition_size or run.plan.partition_size
+        cells = max(1, -(-count // size))
+        seed = int(np.random.default_rng([run.seed, 31, number]).integers(2**31 - 1))
+        # Fitted in the search space already: no projection of its own.
+        return fit_partitioner(run.sample_vectors, cells=cells, search_dim=0,
+                               margin=run.plan.rep_margin, max_cells=run.plan.rep_max_cells,
+                               seed=seed)
+
+    def _round(self, reps: np.ndarray, number: int, *, listed: bool):
+        """One round's queries in the cells of a fresh partitioner: checked pairs (and lists)."""
+        run = self.run
+        part = self._partitioner(len(reps), number)
+        db_vectors = run.vectors.take(reps)
+        db_cells = part.assign(db_vectors.astype(np.float32))
+        parts = [(reps, db_vectors, False, True)]
+        if self.both:
+            parts.append((reps, self._reverse_vectors(reps), True, True))
+        if listed and len(self.rescue_rows):
+            rows = self.rescue_rows
+            parts.append((rows, run.vectors.take(rows), False, False))
+            if self.both:
+                parts.append((rows, self._reverse_vectors(rows), True, False))
+        queries = _Queries.join(parts)
+        home = np.concatenate([db_cells[:, 0]] + [part.assign(
+            p[1].astype(np.float32))[:, 0] for p in parts[1:]]).astype(np.int64)
+        members = [reps[m] for m in members_of_cells(db_cells, part.cells)]
+        return self._search(queries, home, members)
+
+    def _search(self, queries: _Queries, home: np.ndarray, members: list[np.ndarray]):
+        run = self.run
+        order = np.lexsort((np.arange(len(home)), home))
+        bounds = np.searchsorted(home[order], np.arange(len(members) + 1))
+        pending: deque[np.ndarray] = deque()  # each task's query rows, in task order
+
+        def tasks():
+            for cell, cell_members in enumerate(members):
+                rows = order[bounds[cell] : bounds[cell + 1]]
+                if len(rows) == 0 or len(cell_members) == 0:
+                    continue
+                data, lengths = run.units.seqs.packed(cell_members)
+                q_data, q_lengths = _oriented(run, queries.unit[rows], queries.reverse[rows])
+                pending.append(rows)
+                yield QueryTask(cell_members, run.vectors.take(cell_members), data, lengths,
+                                queries.unit[rows], queries.vectors[rows], q_data, q_lengths,
+                                queries.reverse[rows], queries.check[rows], self.threshold,
+                                run.neighbours)
+
+        out = {"lo": [], "hi": [], "parity": [], "dist": []}
+        for result in run.runner.map(query_partition, tasks(), desc="searching representatives",
+                                     unit="partition"):
+            rows = pending.popleft()
+            for key in out:
+                out[key].append(getattr(result, key))
+            run.stage.count("candidate_pairs", result.candidates)
+            run.stage.count("cpu_rounds", result.cpu_seconds)
+            listed = rows[result.listed]
+            self.lists.put(queries.unit[listed], queries.reverse[listed], result.indices,
+                           result.distances)
+        joined = [np.concatenate(v) if v else np.zeros(0, np.int64) for v in out.values()]
+        return distinct_pairs(*joined, n=len(run.units))
+
+
+def _oriented(run, units: np.ndarray, reverse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Packed sequences of units, the flagged ones reverse-complemented."""
+    data, lengths = run.units.seqs.packed(units)
+    if not reverse.any():
+        return data, lengths
+    seqs = unpack_strings(data, lengths)
+    seqs = [reverse_complement(s) if r else s for s, r in zip(seqs, reverse.tolist())]
+    return np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8), lengths
+
+
+def distinct_pairs(lo: np.ndarray, hi: np.ndarray, parity: np.ndarray, dist: np.ndarray, *,
+                   n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs found more than once (from both ends, in two partitions) kept once, in key order.
+
+    A pair found twice has one distance, so where the key and the distance fit in 63
+    bits together they are sorted as one number, in place: 8 bytes per pair, not ~30.
+    """
+    key = (lo.astype(np.int64) * n + hi) * 2 + parity
+    top = int(dist.max()) + 1 if len(dist) else 1
+    shift = top.bit_length()
+    if len(key) and (2 * n * n) << shift < 2**63:
+        key <<= shift
+        key |= dist.astype(np.int64)
+        key.sort()
+        keep = np.ones(len(key), dtype=bool)
+        keep[1:] = key[1:] != key[:-1]
+        key = key[keep]
+        d = (key & ((1 << shift) - 1)).astype(np.int32)
+        key >>= shift
+    else:
+        key, first = np.unique(key, return_index=True)
+        d = dist[first].astype(np.int32)
+    pair = key // 2
+    return ((pair // n).astype(np.int32), (pair % n).astype(np.int32), (key % 2).astype(np.int8),
+            d)

@@ -1,0 +1,65 @@
+"""What partitioned clustering works on: the distinct non-empty reads ("units") of a read store.
+
+Identical reads are collapsed before any work (:mod:`dnaembed.cluster.dedupe`);
+the rest is done once per distinct sequence, weighted by its copies. The
+sequences stay in the store (in memory or spilled to disk); :class:`UnitSequences`
+reads them back one at a time or in blocks, as the linking and the rescue
+need them, without a second copy of every read in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnaembed.encoding import reverse_complement
+from dnaembed.io.spill import PackedStrings
+
+
+class UnitSequences:
+    """The sequence of each unit (``rows[u]`` of ``store``), or its reverse complement."""
+
+    def __init__(self, store: PackedStrings, rows: np.ndarray, *, reverse: bool = False) -> None:
+        self.store, self.rows, self.reverse = store, rows, reverse
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, unit: int) -> str:
+        seq = self.store[int(self.rows[unit])]
+        return reverse_complement(seq) if self.reverse else seq
+
+    def take(self, units: np.ndarray) -> list[str]:
+        seqs = self.store.take(self.rows[units])
+        return [reverse_complement(s) for s in seqs] if self.reverse else seqs
+
+    def packed(self, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`PackedStrings.packed` (forward sequences only)."""
+        return self.store.packed(self.rows[units])
+
+    def __iter__(self) -> Iterator[str]:
+        step = 1 << 16
+        for start in range(0, len(self.rows), step):
+            yield from self.take(np.arange(start, min(start + step, len(self.rows))))
+
+    def reversed(self) -> UnitSequences:
+        """The reverse complements, the same way."""
+        return UnitSequences(self.store, self.rows, reverse=not self.reverse)
+
+
+@dataclass
+class Units:
+    """Distinct non-empty reads: their sequences, lengths and copies (``weights``)."""
+
+    seqs: UnitSequences
+    lengths: np.ndarray
+    weights: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def median_length(self) -> float:
+        return float(np.median(self.lengths)) if len(self.lengths) else 0.0

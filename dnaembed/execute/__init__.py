@@ -1,0 +1,1 @@
+"""How work runs: in this process, in local worker processes, or on Dask."""

@@ -1,0 +1,173 @@
+"""Tasks on a Dask cluster: a LocalCluster on this machine, or an existing scheduler.
+
+``--workers N`` starts a ``dask.distributed.LocalCluster`` of N worker
+processes on 127.0.0.1 (the embedded default for every core under a memory
+limit per worker); ``--scheduler tcp://HOST:PORT`` joins a cluster started with
+``dask scheduler`` / ``dask worker`` (or dask-jobqueue). Nothing here is a
+scheduler, a protocol or a pool of our own: tasks are ``Client.submit`` calls.
+
+How workers get their data: **sent by the client**, inside each task. The
+client reads the input, holds the reads (in memory or spilled to its own
+tmpdir) and sends every task its reads and vectors; results come back to the
+client. Workers need no shared filesystem and no access to the input, and a
+task's inputs stay with the scheduler until it is done, so a task whose
+worker dies is run again elsewhere (Dask's own rescheduling; a worker killed
+with SIGKILL does not change the result). Large objects used by every task
+(the model) go to each worker once, as a worker plugin, which Dask also gives
+to workers that join or restart later.
+
+Tasks are submitted a few ahead of the results and collected in task order,
+so the client's memory holds a bounded window of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import pickle
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from dnaembed.errors import DnaembedError
+from dnaembed.execute.traffic import Traffic, payload_bytes
+from dnaembed.log import progress_bar
+
+#: Tasks in flight per worker thread.
+AHEAD_PER_THREAD = 2
+#: Seconds to wait for a scheduler to answer, and for its first worker.
+CONNECT_TIMEOUT = 10
+
+#: Objects shared by every task on this worker, by name (filled by :class:`SharedObject`).
+_SHARED: dict[str, Any] = {}
+
+
+class SharedObject(WorkerPlugin):
+    """A worker plugin that gives every worker (now or later) one object, unpickled once."""
+
+    def __init__(self, name: str, payload: bytes) -> None:
+        self.name = name
+        self.payload = payload
+
+    def setup(self, worker) -> None:
+        _SHARED[self.name] = pickle.loads(self.payload)
+
+    def teardown(self, worker) -> None:
+        _SHARED.pop(self.name, None)
+
+
+def _call_shared(fn: Callable, name: str, task: Any) -> Any:
+    """On a worker: ``fn(shared object, task)``."""
+    return fn(_SHARED[name], task)
+
+
+class DaskExecutor:
+    """Tasks on Dask: a new LocalCluster (``workers``) or the one at ``scheduler``."""
+
+    kind = "dask"
+
+    def __init__(self, *, workers: int | None = None, scheduler: str | None = None,
+                 threads_per_worker: int = 1, memory_limit: int | None = None) -> None:
+        from distributed import Client, LocalCluster
+
+        self.cluster = None
+        self._shared: dict[int, tuple[Any, str]] = {}  # id(object) -> (object, plugin name)
+        if scheduler is not None:
+            try:
+                self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+                self.client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+            except (OSError, TimeoutError) as e:
+                raise DnaembedError(f"cannot use the Dask scheduler at {scheduler}: {e}") from None
+            self.where = f"the Dask scheduler at {scheduler}"
+        else:
+            self.cluster = LocalCluster(
+                n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
+                memory_limit=memory_limit if memory_limit else "auto", host="127.0.0.1",
+                dashboard_address=None, silence_logs=logging.WARNING,
+            )
+            self.client = Client(self.cluster)
+            self.where = f"a LocalCluster on 127.0.0.1 ({workers} worker processes)"
+        threads = self.client.nthreads()
+        self.workers = max(1, sum(threads.values()))
+        self.worker_count = len(threads)
+        self.tasks_per_process = max(threads.values(), default=1)
+        self.traffic = Traffic()
+
+    def describe(self) -> str:
+        return f"{self.where}: {self.worker_count} workers, {self.workers} threads"
+
+    def _share(self, obj: Any) -> str:
+        """Register ``obj`` with every worker once; its plugin name."""
+        entry = self._shared.get(id(obj))
+        if entry is None:
+            name = f"dnaembed-shared-{uuid.uuid4().hex}"
+            payload = pickle.dumps(obj)
+            self.client.register_plugin(SharedObject(name, payload), name=name)
+            self.traffic.sent += len(payload) * self.worker_count
+            entry = self._shared[id(obj)] = (obj, name)  # keep obj alive: its id stays unique
+        return entry[1]
+
+    def map(self, fn: Callable, tasks: Iterable, *, shared: Any = None, desc: str = "tasks",
+            unit: str = "task") -> Iterator:
+        """``fn(shared, task)`` (or ``fn(task)``) on the cluster for each task, in task order."""
+        token = uuid.uuid4().hex[:12]
+        label = desc.replace(" ", "-")
+        name = self._share(shared) if shared is not None else None
+        pending: deque = deque()
+        ahead = AHEAD_PER_THREAD * self.workers
+        with progress_bar(unit=f" {unit}s", desc=desc) as bar:
+            try:
+                for i, task in enumerate(tasks):
+                    key = f"{label}-{token}-{i}"
+                    self.traffic.sent += payload_bytes(task)
+                    self.traffic.tasks += 1
+                    if name is None:
+                        future = self.client.submit(fn, task, key=key, pure=False)
+                    else:
+                        future = self.client.submit(_call_shared, fn, name, task, key=key,
+                                                    pure=False)
+                    pending.append(future)
+                    while len(pending) > ahead:
+                        yield self._result(pending.popleft())
+                        bar.update(1)
+                while pending:
+                    yield self._result(pending.popleft())
+                    bar.update(1)
+            finally:
+                if pending:
+                    self.client.cancel(list(pending))
+
+    def _result(self, future) -> Any:
+        result = future.result()
+        self.traffic.received += payload_bytes(result)
+        return result
+
+    def close(self) -> None:
+        from dnaembed.log import logger
+
+        logger.info("%s: %s", self.describe(), self.traffic.describe())
+        for _, name in self._shared.values():
+            # A closing cluster may already be gone.
+            with contextlib.suppress(Exception):
+                self.client.unregister_worker_plugin(name)
+        self._shared.clear()
+        self.client.close()
+        if self.cluster is not None:
+            # A worker with torch loaded may take longer to exit than the nanny waits before
+            # it kills it, with a warning; the work is done by then, so the kill is quiet.
+            nanny = logging.getLogger("distributed.nanny")
+            level = nanny.level
+            nanny.setLevel(logging.ERROR)
+            try:
+                self.cluster.close()
+            finally:
+                nanny.setLevel(level)
+
+    def __enter__(self) -> DaskExecutor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

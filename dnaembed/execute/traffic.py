@@ -1,0 +1,41 @@
+"""What tasks carry: bytes of the arrays in them, counted as they go out and come back.
+
+The partitioned pipeline's tasks and results are dataclasses of numpy arrays
+(:mod:`dnaembed.cluster.partition_tasks`); their arrays are what a Dask
+client sends to its workers and gets back (pickling adds a few hundred bytes
+per task). The executors count them, so the log (and docs/scaling.md) can say
+how many bytes per read a run moves between client and workers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+def payload_bytes(obj, _depth: int = 0) -> int:
+    """Bytes of the numpy arrays in ``obj`` (a dataclass, tuple, list or array), recursively."""
+    if isinstance(obj, np.ndarray):
+        return int(obj.nbytes)
+    if _depth > 4:
+        return 0
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return sum(payload_bytes(getattr(obj, f.name), _depth + 1)
+                   for f in dataclasses.fields(obj))
+    if isinstance(obj, tuple | list):
+        return sum(payload_bytes(x, _depth + 1) for x in obj)
+    return 0
+
+
+@dataclasses.dataclass
+class Traffic:
+    """Bytes sent to tasks and received from them, and the number of tasks."""
+
+    sent: int = 0
+    received: int = 0
+    tasks: int = 0
+
+    def describe(self) -> str:
+        return (f"{self.tasks:,} tasks: {self.sent / 2**20:,.1f} MB of arrays to the workers, "
+                f"{self.received / 2**20:,.1f} MB back")

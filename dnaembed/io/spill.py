@@ -1,0 +1,293 @@
+"""Per-read data that may not fit in memory: kept in memory, or spilled to files under a tmpdir.
+
+A run over millions of reads keeps, besides small per-read arrays, the reads
+themselves and their vectors. :class:`SpillArray` holds rows of a fixed shape
+and dtype that are appended once, in order, then read back by row (a
+partition's members, a chunk to embed). Either lives in memory or, when the
+memory budget says so, in a file that is memory-mapped for reading. Pages of
+a mapped file count as resident memory once touched, so every read-back copies
+the rows it needs and then releases the mapping's pages
+(``madvise(MADV_DONTNEED)``): what stays resident is one request's rows, not
+the file. :class:`PackedStrings` holds strings (sequences, read ids) as one
+byte array with offsets. :class:`SpillDir` is the directory the files go to,
+removed when the run ends, whether it succeeds or fails.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from dnaembed.errors import DnaembedError
+
+
+class SpillDir:
+    """A private directory under ``tmpdir`` (default: the system's), removed on exit."""
+
+    def __init__(self, tmpdir: str | os.PathLike | None = None) -> None:
+        base = Path(tmpdir) if tmpdir is not None else Path(tempfile.gettempdir())
+        if not base.is_dir():
+            raise DnaembedError(f"{base}: --tmpdir is not a directory")
+        try:
+            self.path = Path(tempfile.mkdtemp(prefix="dnaembed-", dir=base))
+        except OSError as e:
+            raise DnaembedError(f"{base}: cannot create a temporary directory: "
+                                f"{e.strerror or e}") from None
+        self._count = 0
+
+    def new_file(self, stem: str) -> Path:
+        """A fresh file name in the directory."""
+        self._count += 1
+        return self.path / f"{self._count:03d}-{stem}"
+
+    def close(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def __enter__(self) -> SpillDir:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+#: Strings decoded at a time when a store is iterated.
+ITER_CHUNK = 1 << 16
+#: Bytes read from a mapping between two releases of its pages (bounds what stays resident).
+RELEASE_BYTES = 8 << 20
+
+
+class _Mapped:
+    """A read-only mapping of a file, whose touched pages are given back now and then."""
+
+    def __init__(self, path: Path) -> None:
+        self.size = path.stat().st_size
+        self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
+        self.map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if self.size else None
+        self._touched = 0
+
+    def touched(self, nbytes: int) -> None:
+        """``nbytes`` were read: release the pages once enough have been."""
+        self._touched += nbytes
+        if self._touched >= RELEASE_BYTES:
+            self.release()
+
+    def release(self) -> None:
+        self._touched = 0
+        if self.map is not None and hasattr(mmap, "MADV_DONTNEED"):
+            self.map.madvise(mmap.MADV_DONTNEED)
+
+    def close(self) -> None:
+        if self.map is not None:
+            self.map.close()
+        self._file.close()
+
+
+class SpillArray:
+    """Rows of shape ``row_shape`` and ``dtype``, appended in order, then read back by row.
+
+    ``spill_to``: a file to keep them in (None: in memory); ``spill_after``:
+    keep them in memory until they take more than this many bytes, then move
+    them to ``spill_to`` (None: from the first row). Call :meth:`finish` after
+    the last :meth:`append`.
+    """
+
+    def __init__(self, row_shape: tuple[int, ...], dtype, *, spill_to: Path | None = None,
+                 spill_after: int | None = None) -> None:
+        self.row_shape = tuple(row_shape)
+        self.dtype = np.dtype(dtype)
+        self._target = spill_to
+        self._spill_after = spill_after
+        self.path: Path | None = None
+        self.rows = 0
+        # In memory: one growing buffer (reallocated in place by the system for large sizes),
+        # not blocks joined at the end, which would hold everything twice at that moment.
+        self._buffer = bytearray()
+        self._handle = None
+        self._data: np.ndarray | None = None
+        self._mapped: _Mapped | None = None
+        if spill_to is not None and spill_after is None:
+            self._start_spilling()
+
+    def _start_spilling(self) -> None:
+        self.path = self._target
+        self._handle = open(self.path, "wb")  # noqa: SIM115 - closed in finish() or close()
+        self._handle.write(self._buffer)
+        self._buffer = bytearray()
+
+    @property
+    def spilled(self) -> bool:
+        return self.path is not None
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * int(np.prod(self.row_shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def append(self, block: np.ndarray) -> None:
+        block = np.ascontiguousarray(block, dtype=self.dtype)
+        if block.shape[1:] != self.row_shape:
+            raise DnaembedError(f"rows of shape {self.row_shape} expected, got {block.shape[1:]}")
+        if self._handle is not None:
+            self._handle.write(block.tobytes())
+        else:
+            self._buffer += block.tobytes()
+        self.rows += len(block)
+        if (self._handle is None and self._target is not None
+                and self._spill_after is not None and self.nbytes > self._spill_after):
+            self._start_spilling()
+
+    def finish(self) -> SpillArray:
+        """No more rows: make the array readable."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+            self._mapped = _Mapped(self.path)
+            buffer = self._mapped.map if self._mapped.map is not None else b""
+            self._data = np.frombuffer(buffer, dtype=self.dtype).reshape(-1, *self.row_shape)
+        else:
+            self._data = np.frombuffer(self._buffer, dtype=self.dtype).reshape(-1, *self.row_shape)
+        return self
+
+    def take(self, rows: np.ndarray | slice, *, release: bool = False) -> np.ndarray:
+        """A copy of the given rows; ``release``: give a spilled file's pages back at once.
+
+        Otherwise pages are given back after :data:`RELEASE_BYTES`, counting at
+        least a page per row read (rows read one at a time are on scattered pages).
+        """
+        if self._data is None:
+            raise DnaembedError("SpillArray.take before finish")
+        out = np.array(self._data[rows], copy=True)
+        if self._mapped is not None:
+            if release:
+                self._mapped.release()
+            else:
+                count = 1 if isinstance(rows, slice) else len(rows)
+                self._mapped.touched(max(out.nbytes, count * mmap.PAGESIZE))
+        return out
+
+    def view(self) -> np.ndarray:
+        """The rows without copying (slices of it must be copied before :meth:`release`)."""
+        if self._data is None:
+            raise DnaembedError("SpillArray.view before finish")
+        return self._data
+
+    def release(self) -> None:
+        """Give a spilled file's resident pages back."""
+        if self._mapped is not None:
+            self._mapped.release()
+
+    def close(self) -> None:
+        self._data = None
+        if self._handle is not None:
+            self._handle.close()
+        if self._mapped is not None:
+            self._mapped.close()
+            self._mapped = None
+
+
+class PackedStrings:
+    """Strings as bytes, one after the other, with their offsets; in memory or spilled.
+
+    ``take(rows)`` gives them back as strings; :meth:`packed` as one byte array
+    and lengths (the compact form tasks travel in); ``store[i]`` one string.
+    ``encoding``: 'ascii' for sequences (one byte per base), 'utf-8' for read ids.
+    """
+
+    def __init__(self, *, spill_to: Path | None = None, spill_after: int | None = None,
+                 encoding: str = "ascii") -> None:
+        self.encoding = encoding
+        self._bytes = SpillArray((), np.uint8, spill_to=spill_to, spill_after=spill_after)
+        self._lengths: list[np.ndarray] = []
+        self.offsets: np.ndarray | None = None
+        self.lengths: np.ndarray | None = None
+
+    @property
+    def spilled(self) -> bool:
+        return self._bytes.spilled
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes.nbytes
+
+    def __len__(self) -> int:
+        return len(self.lengths) if self.lengths is not None else sum(map(len, self._lengths))
+
+    def append(self, strings: Sequence[str]) -> None:
+        if self.encoding == "ascii":
+            data = "".join(strings).encode("ascii")
+            sizes = map(len, strings)
+        else:
+            encoded = [s.encode(self.encoding) for s in strings]
+            data, sizes = b"".join(encoded), map(len, encoded)
+        self._bytes.append(np.frombuffer(data, dtype=np.uint8))
+        self._lengths.append(np.fromiter(sizes, dtype=np.int32, count=len(strings)))
+
+    def finish(self) -> PackedStrings:
+        self._bytes.finish()
+        self.lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int32)
+        self._lengths = []
+        self.offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=self.offsets[1:])
+        return self
+
+    def packed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(bytes, lengths)`` of the given rows, in that order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        lengths = self.lengths[rows]
+        if len(rows) == 0:
+            return np.zeros(0, np.uint8), lengths
+        starts = self.offsets[rows]
+        if np.all(rows[1:] == rows[:-1] + 1):  # a run of rows: one slice
+            start = int(starts[0])
+            return self._bytes.take(slice(start, start + int(lengths.sum())), release=True), lengths
+        view = self._bytes.view()
+        data = np.concatenate([view[a : a + n] for a, n in zip(starts.tolist(), lengths.tolist())])
+        self._bytes.release()
+        return data, lengths
+
+    def take(self, rows: np.ndarray) -> list[str]:
+        """The given rows as strings."""
+        data, lengths = self.packed(rows)
+        return unpack_strings(data, lengths, self.encoding)
+
+    def __getitem__(self, row: int) -> str:
+        start, stop = int(self.offsets[row]), int(self.offsets[row + 1])
+        return self._bytes.take(slice(start, stop)).tobytes().decode(self.encoding)
+
+    def __iter__(self) -> Iterator[str]:
+        for start in range(0, len(self), ITER_CHUNK):
+            yield from self.take(np.arange(start, min(start + ITER_CHUNK, len(self))))
+
+    def close(self) -> None:
+        self._bytes.close()
+
+
+def unpack_strings(data: np.ndarray, lengths: np.ndarray, encoding: str = "ascii") -> list[str]:
+    """Strings back from :meth:`PackedStrings.packed`."""
+    raw = data.tobytes()
+    ends = np.cumsum(lengths, dtype=np.int64).tolist()
+    starts = [0, *ends[:-1]]
+    if encoding == "ascii":
+        text = raw.decode("ascii")  # one character per byte: slice the decoded text
+        return [text[a:b] for a, b in zip(starts, ends)]
+    return [raw[a:b].decode(encoding) for a, b in zip(starts, ends)]
+
+
+def trim_memory() -> None:
+    """Give memory that was freed back to the system (glibc keeps it, per thread, otherwise).
+
+    Work done on other threads (tasks of the in-process executor) frees its memory
+    into those threads' heaps, where later work on this thread cannot reuse it:
+    without a trim the peaks of successive stages add up.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

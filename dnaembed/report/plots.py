@@ -1,0 +1,190 @@
+"""PNG plots of a command's summary and of a training run (matplotlib, an optional extra).
+
+* ``distances.png``: the sampled edit distances (histogram), the cut and both peaks;
+* ``cluster-sizes.png``: how many clusters have each size (log scale);
+* ``consensus-support.png`` (``run``, ``consensus``): reads that voted per
+  strand, and the strands' confidence;
+* ``training.png``: training loss and validation error of a training run
+  directory (its ``metrics.jsonl``) against the step.
+
+Figures are built from plain data (the JSON summary of
+:mod:`dnaembed.report.summary`, the rows of ``metrics.jsonl``) on
+:class:`matplotlib.figure.Figure` objects, without pyplot's global state; the
+``*_figure`` functions return them (for tests and notebooks) and
+:func:`save_figures` writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from dnaembed.errors import DnaembedError, InputError
+
+DPI = 110
+#: Counts from which the cluster-size axis is logarithmic.
+LOG_SCALE_FROM = 100
+
+
+def require_matplotlib() -> None:
+    """Fail with one clear line when matplotlib is missing (before any work)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise DnaembedError(
+            "plots need matplotlib, which is not installed: pip install 'dnaembed[plot]'"
+        ) from None
+
+
+def _figure(columns: int = 1):
+    require_matplotlib()
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4 * columns, 4.2), dpi=DPI, layout="constrained")
+    axes = [fig.add_subplot(1, columns, k + 1) for k in range(columns)]
+    return fig, axes
+
+
+def distance_histogram_figure(threshold: Mapping[str, object]):
+    """The sampled distances, the cut (``max_dist``) and both peaks marked."""
+    fig, (ax,) = _figure()
+    counts = list(threshold.get("histogram") or [])
+    ax.bar(range(len(counts)), counts, width=1.0, color="#7a9cc6", label="sampled pairs")
+    ax.axvline(threshold["max_dist"], color="#c0392b", linewidth=2,
+               label=f"cut: {threshold['max_dist']} edits ({threshold['source']})")
+    for key, name, colour in (("same_peak", "same-strand peak", "#27ae60"),
+                              ("unrelated_peak", "unrelated peak", "#8e44ad")):
+        if threshold.get(key) is not None:
+            ax.axvline(threshold[key], color=colour, linestyle="--",
+                       label=f"{name}: {threshold[key]}")
+    ax.set_xlabel("edit distance of a sampled candidate pair")
+    ax.set_ylabel("pairs")
+    ax.set_title(f"Sampled distances ({threshold.get('pairs', 0):,} pairs)")
+    ax.legend(loc="best", fontsize="small")
+    return fig
+
+
+def cluster_sizes_figure(sizes: Mapping[str, list[int]]):
+    """How many clusters have each size."""
+    fig, (ax,) = _figure()
+    ax.bar(sizes["size"], sizes["clusters"], width=0.9, color="#7a9cc6")
+    if sizes["clusters"] and max(sizes["clusters"]) >= LOG_SCALE_FROM:
+        # Singletons and one-off sizes next to thousands of typical clusters.
+        from matplotlib.ticker import ScalarFormatter
+
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.set_xlabel("reads per cluster")
+    ax.set_ylabel("clusters")
+    ax.set_title(f"Cluster sizes ({sum(sizes['clusters']):,} clusters)")
+    return fig
+
+
+def consensus_support_figure(consensus: Mapping[str, object]):
+    """Reads that voted per strand (left) and the strands' confidence (right)."""
+    fig, (left, right) = _figure(columns=2)
+    support, confidence = consensus["support"], consensus["confidence"]
+    left.bar(support["size"], support["strands"], width=0.9, color="#7a9cc6")
+    left.set_xlabel("reads that voted (support)")
+    left.set_ylabel("strands")
+    left.set_title(f"Consensus support ({consensus['strands']:,} strands)")
+    edges = confidence["edges"]
+    widths = [b - a for a, b in zip(edges[:-1], edges[1:])]
+    right.bar(edges[:-1], confidence["strands"], width=widths, align="edge", color="#e59866")
+    right.set_xlabel("confidence (positions no single read could overturn)")
+    right.set_ylabel("strands")
+    right.set_title("Consensus confidence")
+    return fig
+
+
+def read_metrics(run_dir: str | os.PathLike) -> list[dict]:
+    """The rows of a training run directory's ``metrics.jsonl`` (or of that file itself)."""
+    path = Path(run_dir)
+    if path.is_dir():
+        path = path / "metrics.jsonl"
+    if not path.is_file():
+        raise InputError(f"{path}: no such file (is {run_dir} a training run directory?)")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}: line {number}: not JSON ({e.msg})") from None
+        if not isinstance(row, dict) or "step" not in row:
+            raise InputError(f"{path}: line {number}: a metrics row needs a 'step'")
+        rows.append(row)
+    if not rows:
+        raise InputError(f"{path}: no metrics rows (has the run reached its first validation?)")
+    return rows
+
+
+def training_figure(rows: list[dict]):
+    """Training loss (left) and validation error (right) against the step."""
+    fig, (left, right) = _figure(columns=2)
+    steps = [r["step"] for r in rows]
+    left.plot(steps, [r.get("loss") for r in rows], marker=".", color="#2c3e50")
+    left.set_xlabel("step")
+    left.set_ylabel("training loss (running mean)")
+    left.set_title("Training")
+    for key, label in (("mae", "MAE, all pairs"), ("mae_near", "MAE, near pairs"),
+                       ("rmse_near", "RMSE, near pairs")):
+        if any(key in r for r in rows):
+            right.plot(steps, [r.get(key) for r in rows], marker=".", label=label)
+    right.set_xlabel("step")
+    right.set_ylabel("validation error (edits)")
+    right.set_title("Validation")
+    right.legend(fontsize="small")
+    return fig
+
+
+def summary_figures(summary: Mapping[str, object]) -> dict[str, object]:
+    """The figures a command summary supports, by file name."""
+    figures: dict[str, object] = {}
+    threshold = summary.get("threshold")
+    if threshold and threshold.get("histogram"):
+        figures["distances.png"] = distance_histogram_figure(threshold)
+    if summary.get("cluster_sizes"):
+        figures["cluster-sizes.png"] = cluster_sizes_figure(summary["cluster_sizes"])
+    if summary.get("consensus"):
+        figures["consensus-support.png"] = consensus_support_figure(summary["consensus"])
+    return figures
+
+
+def read_summary(path: str | os.PathLike) -> dict:
+    """A summary written by ``--json FILE``."""
+    from dnaembed.io.tables import read_lines
+
+    try:
+        data = json.loads("\n".join(read_lines(path)))
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(data, dict) or "command" not in data:
+        raise InputError(f"{path}: not a dnaembed summary (written by --json)")
+    return data
+
+
+def figures_of(source: str | os.PathLike) -> dict[str, object]:
+    """The figures of a summary JSON file or of a training run directory."""
+    path = Path(source)
+    if path.is_dir() or path.name.endswith(".jsonl"):
+        return {"training.png": training_figure(read_metrics(path))}
+    figures = summary_figures(read_summary(path))
+    if not figures:
+        raise InputError(f"{path}: this summary has nothing to plot")
+    return figures
+
+
+def save_figures(figures: Mapping[str, object], directory: str | os.PathLike, outputs=None
+                 ) -> list[Path]:
+    """Write each figure as a PNG into ``directory`` (through ``outputs``, an OutputSet)."""
+    written = []
+    for name, fig in figures.items():
+        dest = Path(directory) / name
+        target = outputs.add(f"plot {name}", dest) if outputs is not None else dest
+        fig.savefig(target, format="png")
+        written.append(dest)
+    return written

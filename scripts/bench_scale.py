@@ -1,0 +1,381 @@
+#!/usr/bin/env python
+"""Benchmark partitioned clustering at scale: time, peak memory of every process, A_0.9.
+
+The sets are those of ``bench_cluster.py --scaling``: the nanopore preset, 150 nt,
+coverage 10 (negative binomial), one set per size, simulated once into --workdir
+and reused. Each run is ``dnaembed cluster`` in a subprocess whose whole process
+tree (the client, and the Dask workers where there are any) is sampled for its
+peak resident memory (``VmHWM``), scored against the truth:
+
+* every size of --sizes in one process (``-t`` threads);
+* the largest size of --budget-sizes in one process under ``--memory`` (--budget);
+* --dask-size on a LocalCluster of 1 worker (1 thread) and of 2 workers (1 thread
+  each): the speed-up of a second worker;
+* --identity-size with a ``dask scheduler`` and two ``dask worker`` processes on
+  127.0.0.1, compared byte for byte with the one-process output.
+
+It prints one table, the derived ratios (the targets of the partitioned
+clustering issue) and the projection to 10^8 and 10^9 reads; with --write-docs
+the table goes to docs/benchmarks.md and the projection to docs/scaling.md.
+
+    flock /tmp/dnaembed-bench.lock python scripts/bench_scale.py --model M --write-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from benchlib import ROOT, add_write_docs, cpu_description, finish, write_section
+
+MIB = 1 << 20
+
+
+class TreeSampler:
+    """Peak resident memory (VmHWM) of a process and of all its descendants, by pid."""
+
+    def __init__(self, root: int, interval: float = 0.2) -> None:
+        self.root, self.interval = root, interval
+        self.peaks: dict[int, tuple[str, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _children(self) -> dict[int, int]:
+        parents = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    parents[int(entry.name)] = int(fields[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+        return parents
+
+    def _tree(self) -> list[int]:
+        parents, tree, frontier = self._children(), [self.root], [self.root]
+        while frontier:
+            frontier = [pid for pid, ppid in parents.items() if ppid in frontier]
+            tree += frontier
+        return tree
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for pid in self._tree():
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                except OSError:
+                    continue
+                match = re.search(r"VmHWM:\s+(\d+) kB", status)
+                if match:
+                    peak = int(match.group(1)) * 1024
+                    self.peaks[pid] = (cmd, max(peak, self.peaks.get(pid, ("", 0))[1]))
+            self._stop.wait(self.interval)
+
+    def stop(self) -> dict[int, tuple[str, int]]:
+        self._stop.set()
+        self._thread.join()
+        return self.peaks
+
+
+def run_cluster(args: list[str], timeout: float) -> dict:
+    """``dnaembed cluster ARGS`` with its process tree sampled; wall time, peaks, log."""
+    env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", PYTHONWARNINGS="ignore")
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "dnaembed", "cluster", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    sampler = TreeSampler(proc.pid)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        peaks = sampler.stop()
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        return {"error": err.strip().splitlines()[-1] if err.strip() else "failed", "log": err}
+    client = peaks.get(proc.pid, ("", 0))[1]
+    workers = [peak for pid, (cmd, peak) in peaks.items()
+               if pid != proc.pid and "resource_tracker" not in cmd]
+    return {"seconds": seconds, "client": client, "workers": workers, "log": err}
+
+
+def parse_log(log: str) -> dict:
+    """Stage times, task CPU times, partitions and the traffic, from a run's log."""
+    out: dict = {}
+    match = re.search(r"reads in [\d,]+ clusters \((.*)\)\s*$", log, re.M)
+    if match:
+        out["stages"] = {k: float(v) for k, v in re.findall(r"(\w+) ([\d.]+)s", match.group(1))}
+    match = re.search(r"task CPU time: (.*)$", log, re.M)
+    if match:
+        out["cpu"] = {k: float(v) for k, v in re.findall(r"(\w+) ([\d.]+)s", match.group(1))}
+    match = re.search(r"in ([\d,]+) partitions \(each read in ([\d.]+)", log)
+    if match:
+        out["partitions"], out["copies"] = int(match.group(1).replace(",", "")), float(
+            match.group(2))
+    match = re.search(r"([\d,.]+) MB of arrays to the workers, ([\d,.]+) MB back", log)
+    if match:
+        out["traffic_mb"] = tuple(float(x.replace(",", "")) for x in match.groups())
+    return out
+
+
+def ensure_set(workdir: Path, reads: int, seed: int) -> Path:
+    """The simulated set of ``reads`` reads (as bench_cluster's scaling series), made once."""
+    from bench_cluster import simulate_set
+
+    prefix = workdir / f"scale-{reads}"
+    if not Path(f"{prefix}.fastq.gz").exists():
+        print(f"# simulating {reads:,} reads into {prefix}", flush=True)
+        simulate_set(prefix, "nanopore", max(1, reads // 10), 150, 10.0, False, seed)
+    return prefix
+
+
+def score(output: Path, truth: Path) -> float:
+    from dnaembed.evaluate.clustering import evaluate_files
+
+    return evaluate_files(output, truth)["A_0.9"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_dask_processes(workdir: Path) -> tuple[str, list[subprocess.Popen]]:
+    """A scheduler and two single-threaded workers on 127.0.0.1, as separate processes."""
+    dask = str(Path(sys.executable).with_name("dask"))
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--no-dashboard"], **quiet)]
+    for _ in range(2):
+        procs.append(subprocess.Popen([dask, "worker", address, "--nthreads", "1",
+                                       "--no-dashboard", "--local-directory",
+                                       str(workdir / "dask-workers")], **quiet))
+    return address, procs
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    for proc in reversed(procs):
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def one_run(name: str, prefix: Path, args, extra: list[str], rows: list[dict],
+            tag: str = "") -> dict:
+    """Run, score, record and print one row."""
+    out = Path(args.workdir) / f"out-{prefix.name}{tag}.tsv"
+    cmd = [f"{prefix}.fastq.gz", "-o", str(out), "--seed", str(args.seed), "--tmpdir",
+           str(args.workdir), *extra]
+    if args.model:
+        cmd += ["-m", args.model]
+    res = run_cluster(cmd, args.timeout)
+    reads = int(prefix.name.split("-")[1])
+    row = {"name": name, "reads": reads, "output": out, **res}
+    if "error" not in res:
+        row.update(parse_log(res["log"]), a09=score(out, Path(f"{prefix}.truth.tsv")))
+    rows.append(row)
+    print(table([row], header=False), flush=True)
+    return row
+
+
+def table(rows: list[dict], header: bool = True) -> str:
+    lines = ["| run | reads | time s | µs/read | peak client MiB | peak workers MiB | A_0.9 | "
+             "partitions (copies/read) |", "|---|---:|---:|---:|---:|---:|---:|---:|"] \
+        if header else []
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['name']} | {r['reads']:,} | error: {r['error']} |")
+            continue
+        workers = ", ".join(f"{w / MIB:,.0f}" for w in sorted(r["workers"])) or "-"
+        parts = f"{r.get('partitions', 0):,} ({r.get('copies', 0):.2f})"
+        lines.append(f"| {r['name']} | {r['reads']:,} | {r['seconds']:.1f} | "
+                     f"{1e6 * r['seconds'] / r['reads']:.0f} | {r['client'] / MIB:,.0f} | "
+                     f"{workers} | {r['a09']:.4f} | {parts} |")
+    return "\n".join(lines)
+
+
+def derived(rows: dict[str, dict], args) -> list[str]:
+    """The targets: ratios measured side by side in this run."""
+    out = []
+    small, large = rows.get("small"), rows.get("large")
+    if small and large and "error" not in small and "error" not in large:
+        ratio = large["seconds"] / small["seconds"]
+        factor = large["reads"] / small["reads"]
+        out.append(f"- {large['reads']:,} / {small['reads']:,} reads ({factor:g}x): time "
+                   f"{ratio:.2f}x (target <= 10.5x), peak {large['client'] / MIB:,.0f} MiB "
+                   f"(target <= 2,048), A_0.9 {large['a09']:.4f} (target >= 0.999)")
+    budget = rows.get("budget")
+    if budget and large and "error" not in budget and "error" not in large:
+        per = budget["seconds"] / budget["reads"] / (large["seconds"] / large["reads"])
+        out.append(f"- {budget['reads']:,} reads under --memory {args.budget}: peak "
+                   f"{budget['client'] / MIB:,.0f} MiB, A_0.9 {budget['a09']:.4f} (target >= "
+                   f"0.999), time per read {per:.2f}x that of {large['reads']:,} (target <= 1.10)")
+    one, two = rows.get("dask1"), rows.get("dask2")
+    if one and two and "error" not in one and "error" not in two:
+        out.append(f"- LocalCluster at {two['reads']:,} reads: 2 workers "
+                   f"{one['seconds'] / two['seconds']:.2f}x faster than 1 (target >= 1.7)")
+    same = rows.get("identity")
+    if same is not None:
+        out.append(f"- `dask scheduler` + 2 `dask worker` processes on 127.0.0.1: output "
+                   f"{'byte-identical to' if same else 'DIFFERENT from'} the one-process path")
+    return out
+
+
+def projection(rows: dict[str, dict]) -> str:
+    """Per-read costs from the largest one-process run and the Dask run; 10^8 and 10^9."""
+    base = rows.get("budget") or rows.get("large")
+    if not base or "error" in base or "cpu" not in base:
+        return "(no run to project from)"
+    n = base["reads"]
+    stages = base.get("stages", {})
+    tasks = {k: v / n for k, v in base["cpu"].items()}
+    serial_stages = ("read", "dedupe", "partition", "link", "rescue", "write")
+    serial = {k: stages.get(k, 0.0) / n for k in serial_stages}
+    lines = ["| stage | where | CPU µs per read |", "|---|---|---:|"]
+    for k, v in tasks.items():
+        lines.append(f"| {k} | tasks (workers) | {1e6 * v:.1f} |")
+    for k, v in serial.items():
+        lines.append(f"| {k} | client, one thread | {1e6 * v:.1f} |")
+    task_s, serial_s = sum(tasks.values()), sum(serial.values())
+    client_per_read = max(base["client"] - 300 * MIB, 0) / n
+    dask = rows.get("dask2")
+    moved = (sum(dask["traffic_mb"]) * MIB / dask["reads"]) if dask and "traffic_mb" in dask \
+        else float("nan")
+    worker_peak = max(dask["workers"]) / MIB if dask and dask.get("workers") else float("nan")
+    text = ["\n".join(lines), "",
+            f"Bytes per read between client and workers (arrays in tasks and results, the "
+            f"LocalCluster run): {moved:,.0f}. Peak memory of a worker: {worker_peak:,.0f} MiB. "
+            f"Client memory per read beyond its ~300 MiB base: {client_per_read:,.0f} bytes.",
+            "", "| reads | task core-hours | 100 workers, hours | client serial hours | "
+            "client memory GB | bytes moved GB |", "|---:|---:|---:|---:|---:|---:|"]
+    for reads in (10**8, 10**9):
+        core_h = task_s * reads / 3600
+        text.append(f"| {reads:.0e} | {core_h:,.0f} | {core_h / 100:,.1f} | "
+                    f"{serial_s * reads / 3600:,.1f} | {client_per_read * reads / 1e9:,.0f} | "
+                    f"{moved * reads / 1e9:,.0f} |")
+    return "\n".join(text)
+
+
+def pairs_lost(prefix: Path, model_path: str | None, seed: int) -> str:
+    """Of the true same-strand pairs of a set, the fraction whose reads share no partition of
+    round 1 (neither read's nearest cell holds the other), per margin; and the copies."""
+    import numpy as np
+
+    from dnaembed.cluster.partition import fit_partitioner, pairs_sharing_a_partition
+    from dnaembed.cluster.partitioned import PartitionPlan
+    from dnaembed.io.sequences import read_sequences
+    from dnaembed.io.tables import read_labels
+    from dnaembed.log import set_threads
+    from dnaembed.model.checkpoint import load_model
+    from dnaembed.model.inference import embed_sequences
+
+    set_threads(0)
+    reads = read_sequences(f"{prefix}.fastq.gz")
+    truth = read_labels(f"{prefix}.truth.tsv")
+    model = load_model(model_path).model
+    vectors = embed_sequences(model, reads.seqs)
+    strand = np.array([truth.get(i, "") for i in reads.ids])
+    order = np.argsort(strand, kind="stable")
+    same = np.flatnonzero((strand[order][1:] == strand[order][:-1]) & (strand[order][1:] != ""))
+    lo, hi = order[same], order[same + 1]  # consecutive reads of a strand: a chain of pairs
+    plan = PartitionPlan()
+    rng = np.random.default_rng([seed, 21])
+    cells = max(1, -(-len(reads) // plan.partition_size))
+    sample = np.sort(rng.choice(len(reads), max(plan.sample_size, 64 * cells), replace=False))
+    lines = ["| margin | copies per read | pairs sharing no partition |", "|---:|---:|---:|"]
+    for margin in (0.0, 0.25, plan.margin, 1.0):
+        part = fit_partitioner(vectors[sample], cells=cells, search_dim=plan.search_dim,
+                               margin=margin, max_cells=plan.max_cells, seed=seed)
+        assigned = part.assign(part.project(vectors))
+        lost = 1 - pairs_sharing_a_partition(lo, hi, assigned).mean()
+        copies = (assigned >= 0).sum() / len(reads)
+        lines.append(f"| {margin:g} | {copies:.2f} | {lost:.4f} |")
+    return (f"{len(reads):,} reads, {cells} cells of about {plan.partition_size:,} reads, "
+            f"{len(lo):,} pairs of reads of one strand:\n\n" + "\n".join(lines))
+
+
+def identity_run(args, workdir: Path, rows: list[dict], threads: list[str]) -> bool:
+    """A scheduler and two workers as processes: the one-process output, byte for byte?"""
+    prefix = ensure_set(workdir, args.identity_size, args.seed)
+    here = next((r for r in rows if r["reads"] == args.identity_size
+                 and r["name"] == "one process"), None) or one_run(
+        "one process", prefix, args, threads, rows)
+    address, procs = start_dask_processes(workdir)
+    try:
+        there = one_run("dask scheduler + 2 dask workers", prefix, args,
+                        ["--scheduler", address], rows, tag="-scheduler")
+    finally:
+        stop(procs)
+    return ("error" not in there and "error" not in here
+            and Path(here["output"]).read_bytes() == Path(there["output"]).read_bytes())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="100000,1000000", help="one-process runs (read counts)")
+    p.add_argument("--budget-size", type=int, default=3_000_000)
+    p.add_argument("--budget", default="2G")
+    p.add_argument("--dask-size", type=int, default=1_000_000)
+    p.add_argument("--identity-size", type=int, default=100_000)
+    p.add_argument("--skip", default="",
+                   help="comma-separated: budget, dask, identity, pairs")
+    p.add_argument("--model", help="model file (default: cluster's default)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", default=str(ROOT.parent / "scratch" / "bench_scale"))
+    p.add_argument("--timeout", type=float, default=2400)
+    add_write_docs(p, "Partitioned clustering at scale")
+    args = p.parse_args()
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    skip = set(args.skip.split(","))
+    print(f"# bench_scale: {cpu_description()}; workdir {workdir}", flush=True)
+    print(table([]), flush=True)
+    rows: list[dict] = []
+    named: dict[str, dict] = {}
+    threads = ["-t", str(args.threads)]
+    sizes = [int(float(x)) for x in args.sizes.split(",") if x]
+    for i, size in enumerate(sizes):
+        row = one_run("one process", ensure_set(workdir, size, args.seed), args, threads, rows)
+        named["small" if i == 0 else "large"] = row
+    if "budget" not in skip:
+        named["budget"] = one_run(f"one process, --memory {args.budget}",
+                                  ensure_set(workdir, args.budget_size, args.seed), args,
+                                  [*threads, "--memory", args.budget], rows, tag="-budget")
+    if "dask" not in skip:
+        prefix = ensure_set(workdir, args.dask_size, args.seed)
+        for workers in (1, 2):
+            named[f"dask{workers}"] = one_run(
+                f"LocalCluster, {workers} worker{'s' if workers > 1 else ''} x 1 thread",
+                prefix, args, ["--workers", str(workers), "-t", str(workers)], rows,
+                tag=f"-dask{workers}")
+    if "identity" not in skip:
+        named["identity"] = identity_run(args, workdir, rows, threads)
+    body = table(rows) + "\n\n" + "\n".join(derived(named, args))
+    lost = "" if "pairs" in skip else pairs_lost(ensure_set(workdir, sizes[0], args.seed),
+                                                  args.model, args.seed)
+    print("\n" + body + "\n\n" + projection(named) + "\n\n" + lost)
+    finish(args.write_docs, body)
+    if args.write_docs:
+        scaling = ROOT / "docs" / "scaling.md"
+        write_section("Projection from the measured figures (bench_scale)", projection(named),
+                      path=scaling)
+        if lost:
+            write_section("Pairs that share no partition (bench_scale)", lost, path=scaling)
+
+
+if __name__ == "__main__":
+    main()

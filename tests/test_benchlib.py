@@ -1,0 +1,44 @@
+"""scripts/benchlib.py: sections of docs/benchmarks.md and printouts as Markdown."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+import benchlib  # noqa: E402
+
+
+def test_write_section_replaces_its_own_and_keeps_the_history_last(tmp_path):
+    path = tmp_path / "benchmarks.md"
+    path.write_text("# Benchmarks\n\nintro\n\n# Earlier measurements\n\n## Old\n\nold table\n")
+    benchlib.write_section("Old", "| a |\n|---|\n| 1 |", command="cmd one", path=path)
+    benchlib.write_section("Other", "second", command="cmd two", path=path)
+    benchlib.write_section("Old", "| b |\n|---|\n| 2 |", command="cmd three", path=path)
+    text = path.read_text()
+    fresh, earlier = text.split("# Earlier measurements")
+    assert fresh.count("## Old") == 1 and "| 2 |" in fresh and "| 1 |" not in fresh
+    assert fresh.index("## Old") < fresh.index("## Other")
+    assert "`cmd three` · commit " in fresh and "cmd one" not in text
+    assert earlier == "\n\n## Old\n\nold table\n"
+
+
+def test_as_markdown_keeps_tables_and_repeats_a_head_after_a_note():
+    printed = ("pairs: 10\n\n| a | b |\n|---|---|\n| 1 | 2 |\n  (note)\n| 3 | 4 |\n"
+               "\nlast line\nand another\n")
+    assert benchlib.as_markdown(printed) == (
+        "pairs: 10\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n(note)\n\n"
+        "| a | b |\n|---|---|\n| 3 | 4 |\n\nlast line\n\nand another"
+    )
+
+
+def test_transcript_prints_and_keeps(capsys):
+    printed = benchlib.Transcript()
+    try:
+        print("| x |\n|---|\n| 1 |")
+    finally:
+        text = printed.text()
+        printed.restore()
+    assert capsys.readouterr().out == "| x |\n|---|\n| 1 |\n"
+    assert text == "| x |\n|---|\n| 1 |"

@@ -1,0 +1,87 @@
+"""Conventions every command keeps: help with examples, closed pipes, batch logs, completion."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import run_cli
+
+from dnaembed.cli import cli
+
+
+@pytest.fixture(scope="module")
+def reads(tmp_path_factory):
+    d = tmp_path_factory.mktemp("conv")
+    run_cli("simulate", "-o", str(d / "s"), "--strands", "40", "--length", "110", "--seed", "1",
+            "-q", check=True)
+    return d / "s.fastq.gz"
+
+
+@pytest.mark.parametrize("command", sorted(cli.commands))
+def test_every_help_ends_with_examples(command):
+    text = run_cli(command, "--help", check=True).stdout.decode().rstrip().splitlines()
+    examples = []
+    for line in reversed(text):
+        if not line.strip().startswith(("dnaembed ", "zcat ")):
+            break
+        examples.append(line)
+    assert 2 <= len(examples) <= 3, text[-5:]
+    assert text[-len(examples) - 2].strip() == "Examples:"
+    assert all(f"dnaembed {command}" in line for line in examples)
+
+
+def test_choices_are_listed_in_help():
+    text = run_cli("cluster", "--help", check=True).stdout.decode()
+    assert "A bundled model (default) or a model file" in text
+    assert "-k, --k" in text
+    simulate = run_cli("simulate", "--help", check=True).stdout.decode()
+    assert "[illumina|illumina-array|nanopore|nanopore-hard]" in simulate
+    # One meaning of --orientation (consensus: how a read's orientation is known); cluster's
+    # switch for its output column has a name of its own.
+    assert not re.search(r"--orientation[ /]", text)
+    assert "--orientation [auto|infer|forward]" in run_cli(
+        "consensus", "--help", check=True).stdout.decode()
+
+
+def _pipeline(command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", f"set -o pipefail; {command}"], capture_output=True,
+                          env=dict(os.environ, DNAEMBED_NO_PROGRESS="1"))
+
+
+def test_a_closed_pipe_exits_141_without_a_message(reads):
+    dnaembed = f"{sys.executable} -m dnaembed"
+    proc = _pipeline(f"{dnaembed} cluster {reads} -q | head -n 0")
+    assert proc.returncode == 141 and proc.stderr == b"", proc.stderr
+    proc = _pipeline(f"{dnaembed} consensus {reads} {reads.with_name('s.truth.tsv')} -q "
+                     "| head -n 0")
+    assert proc.returncode == 141 and proc.stderr == b"", proc.stderr
+
+
+def test_batch_logs_have_a_line_every_interval_and_go_to_log_file(reads, tmp_path):
+    env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", DNAEMBED_LOG_INTERVAL="0.3")
+    log = tmp_path / "run.log"
+    proc = subprocess.run([sys.executable, "-m", "dnaembed", "cluster", str(reads), "-o",
+                           str(tmp_path / "c.tsv"), "--log", str(log)], capture_output=True,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    err = proc.stderr.decode()
+    stamps = [line for line in err.splitlines() if re.match(r"\d\d:\d\d:\d\d dnaembed: ", line)]
+    beats = [line for line in stamps if "elapsed" in line]
+    assert beats, err
+    assert any(re.search(r"embedding: [\d,]+( of [\d,]+)? reads|working \(", b) for b in beats)
+    text = log.read_text()
+    assert "max distance" in text and "reads in" in text and "elapsed" in text
+
+
+def test_shell_completion_script():
+    env = dict(os.environ, _DNAEMBED_COMPLETE="bash_source")
+    proc = subprocess.run([sys.executable, "-m", "dnaembed"], capture_output=True, env=env)
+    assert proc.returncode == 0 and b"_dnaembed_completion" in proc.stdout
+    env = dict(os.environ, _DNAEMBED_COMPLETE="bash_complete", COMP_WORDS="dnaembed clu",
+               COMP_CWORD="1")
+    proc = subprocess.run([sys.executable, "-m", "dnaembed"], capture_output=True, env=env)
+    assert b"cluster" in proc.stdout

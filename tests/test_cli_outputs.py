@@ -1,0 +1,214 @@
+"""Outputs through the real CLI: never over an input, all new or all absent, errors that name
+the file, gzip on standard input, read ids that start with '#', usage errors (issue 15 c)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import assert_clean_error, run_cli
+
+from dnaembed.io.sequences import read_sequences, write_sequences
+from dnaembed.io.tables import read_table, write_tsv
+
+RUN_FILES = ("clusters.tsv", "strands.fasta", "strands.tsv")
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    """25 strands of 300 nt, three reads each: strands.fasta is larger than clusters.tsv."""
+    d = tmp_path_factory.mktemp("sim")
+    run_cli("simulate", "-o", str(d / "s"), "--strands", "25", "--length", "300",
+            "--preset", "illumina-array", "--coverage", "fixed", "--mean-coverage", "3",
+            "--seed", "5", "-q", check=True)
+    return d
+
+
+def run_limited(*args: str, max_file_bytes: int) -> subprocess.CompletedProcess:
+    """The CLI with a file-size limit: a write past it fails (EFBIG) like a full disk."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", PYTHONWARNINGS="ignore")
+    return subprocess.run([sys.executable, "-m", "dnaembed", *args], capture_output=True,
+                          env=env, preexec_fn=limit, timeout=600)
+
+
+def no_work_done(proc: subprocess.CompletedProcess) -> bool:
+    """The command stopped before reading and clustering (its first log line is 'N reads')."""
+    return not any(word in proc.stderr + proc.stdout
+                   for word in (b"distinct", b"strands from", b"wrote "))
+
+
+def test_an_output_equal_to_an_input_is_refused_before_any_work(sim, tmp_path):
+    reads = tmp_path / "r.fastq"
+    reads.write_bytes(gzip.decompress((sim / "s.fastq.gz").read_bytes()))
+    table = tmp_path / "c.tsv"
+    shutil.copy(sim / "s.truth.tsv", table)
+    before = {p: p.read_bytes() for p in (reads, table)}
+    (tmp_path / "link.fastq").symlink_to(reads)
+    os.link(reads, tmp_path / "hard.fastq")
+    r, c = str(reads), str(table)
+    cases = [
+        (("cluster", r, "-o", r), "is the input READS"),
+        (("cluster", r, "-o", str(tmp_path / "." / "r.fastq")), "is the input READS"),
+        (("cluster", r, "-o", str(tmp_path / "link.fastq")), "is the input READS"),
+        (("cluster", r, "-o", str(tmp_path / "hard.fastq")), "is the input READS"),
+        (("cluster", r, "--centers", c, "-o", c), "are the same file"),
+        (("cluster", r, "-o", str(tmp_path / "x.tsv"), "--json", r), "is the input READS"),
+        (("consensus", r, c, "-o", c), "is the input CLUSTERS"),
+        (("consensus", r, c, "--report", str(tmp_path / "s.fa"), "-o",
+          str(tmp_path / "s.fa")), "are the same file"),
+        (("embed", r, "-o", r), "is the input READS"),
+        (("run", r, "-o", str(tmp_path), "--truth", str(tmp_path / "clusters.tsv")),
+         "is the input --truth"),
+        (("evaluate", c, "--truth", c, "--json", c), "is the input"),
+        (("cluster", r, "-o", str(tmp_path / "y.tsv"), "--log", r), "is the input READS"),
+    ]
+    for args, fragment in cases:
+        proc = run_cli(*args)
+        assert_clean_error(proc, fragment, code=2)
+        assert no_work_done(proc), args
+    assert {p: p.read_bytes() for p in before} == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_run_outputs_are_all_new_or_all_absent(sim, tmp_path):
+    reads = str(sim / "s.fastq.gz")
+    out = tmp_path / "out"
+    run_cli("run", reads, "-o", str(out), "--seed", "1", "-q", check=True)
+    old = {name: (out / name).read_bytes() for name in RUN_FILES}
+    small, large = len(old["clusters.tsv"]), len(old["strands.fasta"])
+    assert small < large
+    # A disk that takes clusters.tsv but not strands.fasta (--seed 2: a new header).
+    proc = run_limited("run", reads, "-o", str(out), "--seed", "2", "-q",
+                       max_file_bytes=(small + large) // 2)
+    assert_clean_error(proc, "strands.fasta: cannot write: File too large")
+    assert {name: (out / name).read_bytes() for name in RUN_FILES} == old
+    assert sorted(p.name for p in out.iterdir()) == sorted(RUN_FILES)  # no temporary left
+    # A run that fails leaves no directory it created.
+    new = tmp_path / "new" / "deeper"
+    proc = run_limited("run", reads, "-o", str(new), "-q", max_file_bytes=(small + large) // 2)
+    assert proc.returncode == 1 and not (tmp_path / "new").exists()
+
+
+def test_consensus_fasta_and_report_are_all_new_or_all_absent(sim, tmp_path):
+    reads, table = str(sim / "s.fastq.gz"), str(sim / "s.truth.tsv")
+    fasta, report = tmp_path / "s.fasta", tmp_path / "r.tsv"
+    run_cli("consensus", reads, table, "-o", str(fasta), "--report", str(report), "-q",
+            check=True)
+    small, large = report.stat().st_size, fasta.stat().st_size
+    assert small < large
+    fasta.unlink()
+    report.unlink()
+    proc = run_limited("consensus", reads, table, "-o", str(fasta), "--report", str(report),
+                       max_file_bytes=(small + large) // 2)
+    assert_clean_error(proc, "s.fasta: cannot write")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _can_mount_tmpfs(where: Path) -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs tmpfs {where}"],
+                          capture_output=True)
+    return proc.returncode == 0
+
+
+def test_a_full_disk_names_the_file(sim, tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if not _can_mount_tmpfs(disk):
+        pytest.skip("cannot mount a small tmpfs here (unshare -rm)")
+    # A 4 KiB file system in a private mount namespace: the embeddings (38 KB) do not fit.
+    script = (f"mount -t tmpfs -o size=4k tmpfs {disk} && exec {sys.executable} -m dnaembed "
+              f"embed {sim / 's.fastq.gz'} -o {disk / 'e.npy'} -q")
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True,
+                          env=dict(os.environ, DNAEMBED_NO_PROGRESS="1"))
+    err = assert_clean_error(proc, ": cannot write: No space left on device")
+    # The file whose write failed: the vectors or their ids (written side by side).
+    assert re.search(rf"{re.escape(str(disk))}/e\.(npy|ids\.txt): cannot write", err), err
+
+
+def test_an_unwritable_output_is_found_before_the_work(sim, tmp_path):
+    reads = str(sim / "s.fastq.gz")
+    nowhere = "/proc/dnaembed-test"  # no file can be created in /proc, not even by root
+    for args in (("cluster", reads, "-o", f"{nowhere}.tsv"),
+                 ("cluster", reads, "-o", str(tmp_path / "c.tsv"), "--centers", f"{nowhere}.fa"),
+                 ("consensus", reads, str(sim / "s.truth.tsv"), "-o", f"{nowhere}.fasta"),
+                 ("run", reads, "-o", nowhere),
+                 ("embed", reads, "-o", f"{nowhere}.npy")):
+        proc = run_cli(*args)
+        assert_clean_error(proc, nowhere)
+        assert no_work_done(proc), args
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_gzip_on_standard_input(sim, tmp_path):
+    reads = sim / "s.fastq.gz"
+    piped = run_cli("cluster", "-", "-q", stdin=reads.read_bytes(), check=True)
+    named = run_cli("cluster", str(reads), "-q", check=True)
+    body = [line for line in piped.stdout.splitlines() if not line.startswith(b"#")]
+    assert len(body) == 75
+    assert body == [line for line in named.stdout.splitlines() if not line.startswith(b"#")]
+    proc = run_cli("consensus", str(reads), "-", "-q", stdin=gzip.compress(
+        (sim / "s.truth.tsv").read_bytes()), check=True)
+    assert proc.stdout.count(b">") == 25
+
+
+def test_read_ids_starting_with_hash_survive_cluster_consensus_evaluate(sim, tmp_path):
+    reads = read_sequences(sim / "s.fastq.gz")
+    rename = {rid: (f"#{rid}" if k % 2 else rid) for k, rid in enumerate(reads.ids)}
+    rename[reads.ids[1]] = "#read_id"  # looks like a column line
+    ids = [rename[r] for r in reads.ids]
+    write_sequences(tmp_path / "r.fastq", ids, reads.seqs, reads.quals)
+    truth = [(rename[row[0]], *row[1:]) for row in read_table(sim / "s.truth.tsv")]
+    write_tsv(tmp_path / "t.tsv", ["read_id", "strand_id", "orientation"], truth)
+    clusters = tmp_path / "c.tsv"
+    run_cli("cluster", str(tmp_path / "r.fastq"), "-o", str(clusters), "-q", check=True)
+    assert [row[0] for row in read_table(clusters)] == ids
+    proc = run_cli("consensus", str(tmp_path / "r.fastq"), str(clusters), "--json", "-q",
+                   "-o", str(tmp_path / "s.fasta"), check=True)
+    import json
+
+    assert json.loads(proc.stdout)["counts"]["reads"] == 75
+    n_clusters = len({row[1] for row in read_table(clusters)})
+    assert read_sequences(tmp_path / "s.fasta").ids == [str(c) for c in range(n_clusters)]
+    scores = json.loads(run_cli("evaluate", str(clusters), "--truth", str(tmp_path / "t.tsv"),
+                                "--json", check=True).stdout)
+    assert scores["reads_missing"] == 0 and scores["reads_scored"] == 75
+    assert scores["A_0.9"] >= 0.95
+
+
+def test_embed_to_standard_output_is_refused(sim, tmp_path):
+    proc = run_cli("embed", str(sim / "s.fastq.gz"), "-o", "-", cwd=tmp_path)
+    assert_clean_error(proc, "give a file name", code=2)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_device_or_preset_is_a_usage_error_listing_the_choices(sim, tmp_path):
+    reads = str(sim / "s.fastq.gz")
+    for args in (("cluster", reads, "--device", "tpu"), ("embed", reads, "-o", "e.npy",
+                                                          "--device", "gpu0")):
+        assert_clean_error(run_cli(*args, cwd=tmp_path), "auto, cpu, cuda", code=2)
+    assert_clean_error(run_cli("simulate", "--preset", "foo", "-o", "x", cwd=tmp_path),
+                       "nanopore-hard", code=2)
+    assert_clean_error(run_cli("demo", "--preset", "foo", "-o", "d", cwd=tmp_path),
+                       "illumina-array", code=2)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_demo_leaves_no_directory(tmp_path):
+    # Too small a file-size limit for the simulated reads: the demo fails after mkdir.
+    proc = run_limited("demo", "-o", str(tmp_path / "demo"), "--strands", "20", "-q",
+                       max_file_bytes=2000)
+    assert_clean_error(proc, "File too large")
+    assert not (tmp_path / "demo").exists()

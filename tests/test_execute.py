@@ -1,0 +1,184 @@
+"""The executors for real: a Dask LocalCluster, a worker killed mid-run, `dask scheduler` and
+`dask worker` processes on 127.0.0.1, and the memory budget of the one-process path."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_cli
+from scale_data import simulate_run, small_encoder
+
+from dnaembed.cluster.partition_tasks import search_partition
+from dnaembed.execute.dask import DaskExecutor
+from dnaembed.execute.inline import InlineExecutor
+from dnaembed.model.checkpoint import load_model
+from dnaembed.pipeline import clustered_files
+
+PARAMS = {"partition_size": 256}
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    return simulate_run(tmp_path_factory.mktemp("sim"), strands=150)
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    return small_encoder(tmp_path_factory.mktemp("model") / "small.pt")
+
+
+@pytest.fixture(scope="module")
+def local_cluster():
+    """Two worker processes on 127.0.0.1, one thread each."""
+    with DaskExecutor(workers=2, threads_per_worker=1) as executor:
+        yield executor
+
+
+def cluster_with(runner, sim, model):
+    with clustered_files([f"{sim}.fastq.gz"], model, runner, params=PARAMS) as (result, _):
+        return result
+
+
+def same_clusters(a, b) -> bool:
+    return all(np.array_equal(getattr(a, k), getattr(b, k))
+               for k in ("labels", "orientation", "representatives"))
+
+
+class KillOneWorker:
+    """Runs on a real executor and SIGKILLs one of its workers once partitions are in flight."""
+
+    def __init__(self, executor: DaskExecutor) -> None:
+        self.executor = executor
+        self.workers = executor.workers
+        self.tasks_per_process = executor.tasks_per_process
+        self.killed: int | None = None
+
+    def map(self, fn, tasks, **kwargs):
+        for result in self.executor.map(fn, tasks, **kwargs):
+            if fn is search_partition and self.killed is None:
+                pids = self.executor.client.run(os.getpid)
+                self.killed = sorted(pids.values())[0]
+                os.kill(self.killed, signal.SIGKILL)
+            yield result
+
+
+def test_local_cluster_gives_the_one_process_result(sim, small_model, local_cluster):
+    model = load_model(small_model).model
+    with InlineExecutor(1) as inline:
+        expected = cluster_with(inline, sim, model)
+    assert local_cluster.worker_count == 2
+    got = cluster_with(local_cluster, sim, model)
+    assert same_clusters(got, expected)
+    assert got.stats["partitions"] >= 4
+
+
+def test_a_worker_killed_mid_run_does_not_change_the_result(sim, small_model, local_cluster):
+    model = load_model(small_model).model
+    with InlineExecutor(2) as inline:
+        expected = cluster_with(inline, sim, model)
+    runner = KillOneWorker(local_cluster)
+    got = cluster_with(runner, sim, model)
+    assert runner.killed is not None
+    assert same_clusters(got, expected)
+    # The worker was really gone: the nanny restarted it under another process id.
+    local_cluster.client.wait_for_workers(2, timeout=60)
+    assert runner.killed not in local_cluster.client.run(os.getpid).values()
+
+
+def test_run_makes_the_same_strands_on_the_local_cluster(sim, small_model, local_cluster):
+    from dnaembed.pipeline import strands_from_files
+
+    model = load_model(small_model).model
+    found = []
+    for runner in (InlineExecutor(1), local_cluster):
+        with strands_from_files([f"{sim}.fastq.gz"], model, runner, params=PARAMS,
+                                threads=1) as (result, strands, _):
+            found.append((result.labels, [(s.cluster_id, s.sequence) for s in strands]))
+    assert np.array_equal(found[0][0], found[1][0])
+    assert found[0][1] == found[1][1] and found[0][1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dask_command(*args: str) -> list[str]:
+    return [str(Path(sys.executable).with_name("dask")), *args]
+
+
+def test_scheduler_and_two_worker_processes_write_the_same_file(sim, small_model, tmp_path):
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    procs = [subprocess.Popen(dask_command("scheduler", "--host", "127.0.0.1", "--port",
+                                           str(port), "--no-dashboard"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    try:
+        for _ in range(2):
+            procs.append(subprocess.Popen(
+                dask_command("worker", address, "--nthreads", "1", "--no-dashboard",
+                             "--local-directory", str(tmp_path / "dask")),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        common = ["-m", str(small_model), "--partition-size", "256", "-q"]
+        here, there = tmp_path / "here.tsv", tmp_path / "there.tsv"
+        run_cli("cluster", f"{sim}.fastq.gz", "-o", str(here), *common, check=True)
+        run_cli("cluster", f"{sim}.fastq.gz", "-o", str(there), "--scheduler", address, *common,
+                check=True)
+        assert here.read_bytes() == there.read_bytes()
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def test_an_unreachable_scheduler_is_a_clean_error(sim, small_model, tmp_path):
+    proc = run_cli("cluster", f"{sim}.fastq.gz", "-o", str(tmp_path / "c.tsv"), "-m",
+                   str(small_model), "--scheduler", f"tcp://127.0.0.1:{free_port()}")
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "cannot use the Dask scheduler" in err
+    assert not (tmp_path / "c.tsv").exists()
+
+
+def peak_rss_of(args: list[str]) -> tuple[int, str]:
+    """Run ``python -m dnaembed ARGS``; its peak resident memory (bytes) and its log."""
+    env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.Popen([sys.executable, "-m", "dnaembed", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = proc.stderr.read().decode()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, err
+    return usage.ru_maxrss * 1024, err
+
+
+def test_a_memory_budget_is_respected_and_does_not_change_the_output(sim, small_model, tmp_path):
+    budget = 480 << 20
+    common = ["cluster", f"{sim}.fastq.gz", "-m", str(small_model), "--partition-size", "256",
+              "--tmpdir", str(tmp_path)]
+    _, _ = peak_rss_of([*common, "-o", str(tmp_path / "free.tsv")])
+    start = time.perf_counter()
+    peak, log = peak_rss_of([*common, "-o", str(tmp_path / "budget.tsv"), "--memory", "480M"])
+    assert time.perf_counter() - start < 60
+    assert peak <= budget, (peak, log)
+    assert "memory budget 480 MB per process" in log and "partitions of about 256" in log
+    assert (tmp_path / "free.tsv").read_bytes() == (tmp_path / "budget.tsv").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["budget.tsv", "free.tsv"]
+    # A budget below what the reads need is refused before any work, with the figures.
+    proc = run_cli(*common, "-o", str(tmp_path / "no.tsv"), "--memory", "100M")
+    assert proc.returncode == 1 and "too small" in proc.stderr.decode()

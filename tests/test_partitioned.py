@@ -1,0 +1,250 @@
+"""Partitioned clustering: its parts (cells, hashed dedupe, spilled stores, read store, k-mer
+index) and the whole chain in one process, on real files and real models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import assert_clean_error, run_cli
+from scale_data import simulate_run, small_encoder
+
+from dnaembed.cluster.dedupe import unique_reads
+from dnaembed.cluster.dedupe_hashes import sequence_hashes, unique_by_hashes
+from dnaembed.cluster.kmers import TARGET_BLOCK, KmerIndex, kmer_codes
+from dnaembed.cluster.partition import fit_partitioner, members_of_cells, pairs_sharing_a_partition
+from dnaembed.encoding import reverse_complement
+from dnaembed.errors import InputError
+from dnaembed.evaluate.clustering import evaluate_files
+from dnaembed.execute.inline import InlineExecutor
+from dnaembed.io.readstore import stream_reads
+from dnaembed.io.sequences import read_sequences, write_sequences
+from dnaembed.io.spill import PackedStrings, SpillArray, SpillDir
+from dnaembed.io.tables import read_table
+from dnaembed.model.checkpoint import load_model
+from dnaembed.pipeline import clustered_files
+
+BASES = np.array(list("ACGT"))
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    return simulate_run(tmp_path_factory.mktemp("sim"))
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    return small_encoder(tmp_path_factory.mktemp("model") / "small.pt")
+
+
+def random_seqs(rng, n, length):
+    return ["".join(rng.choice(BASES, length)) for _ in range(n)]
+
+
+def test_every_pair_within_the_margin_shares_a_partition():
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(3000, 8))
+    step = rng.normal(size=(1000, 8))
+    step *= rng.uniform(0, 0.3, (1000, 1)) / np.linalg.norm(step, axis=1, keepdims=True)
+    x = np.concatenate([base, base[:1000] + step]).astype(np.float32)
+    part = fit_partitioner(x, cells=12, search_dim=0, margin=0.3, max_cells=12, seed=1)
+    cells = part.assign(x)
+    members = members_of_cells(cells, part.cells)
+    assert sorted(np.concatenate(members).tolist()) == sorted(
+        np.repeat(np.arange(len(x)), (cells >= 0).sum(axis=1)).tolist())
+    # Pairs of points closer than the margin: each point's nearest cell holds the other.
+    lo, hi = np.arange(1000), np.arange(3000, 4000)
+    near = np.linalg.norm(x[lo] - x[hi], axis=1) <= part.margin
+    lo, hi = lo[near], hi[near]
+    assert len(lo) > 500
+    home_lo, home_hi = cells[lo, 0], cells[hi, 0]
+    assert (cells[hi] == home_lo[:, None]).any(axis=1).all()
+    assert (cells[lo] == home_hi[:, None]).any(axis=1).all()
+    assert pairs_sharing_a_partition(lo, hi, cells).all()
+    # Without a margin each point is in one cell, and some of the pairs are cut apart.
+    bare = fit_partitioner(x, cells=12, search_dim=0, margin=0.0, max_cells=12, seed=1).assign(x)
+    assert (bare[:, 1:] == -1).all()
+    assert not pairs_sharing_a_partition(lo, hi, bare).all()
+    # Same seed, same cells.
+    again = fit_partitioner(x, cells=12, search_dim=0, margin=0.3, max_cells=12, seed=1)
+    assert np.array_equal(again.centroids, part.centroids)
+
+
+def test_hashed_dedupe_gives_the_exact_grouping_even_when_hashes_collide():
+    rng = np.random.default_rng(2)
+    base = random_seqs(rng, 60, 30)
+    seqs = []
+    for _ in range(400):
+        s = base[rng.integers(len(base))]
+        seqs.append(reverse_complement(s) if rng.random() < 0.4 else s)
+    seqs[5] = seqs[17] = ""
+    seqs.append("ACGT")  # a palindrome: its own reverse complement
+    lengths = np.array([len(s) for s in seqs])
+
+    def fetch(rows):
+        return [seqs[i] for i in rows.tolist()]
+
+    for both in (True, False):
+        expected = unique_reads(seqs, both)
+        fwd, rev = sequence_hashes(seqs, both)
+        colliding = (np.zeros_like(fwd), None if rev is None else np.zeros_like(rev))
+        for hashes in ((fwd, rev), colliding):
+            got = unique_by_hashes(*hashes, lengths, fetch)
+            for name in ("first", "inverse", "flipped", "counts"):
+                assert np.array_equal(getattr(got, name), getattr(expected, name)), (both, name)
+
+
+def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
+    rng = np.random.default_rng(3)
+    blocks = [rng.normal(size=(n, 5)).astype(np.float16) for n in (7, 300, 1, 50)]
+    rows = rng.integers(0, 358, 100)
+    with SpillDir(tmp_path) as spill:
+        stores = [SpillArray((5,), np.float16), SpillArray((5,), np.float16,
+                                                           spill_to=spill.new_file("v")),
+                  SpillArray((5,), np.float16, spill_to=spill.new_file("w"), spill_after=1000)]
+        for store in stores:
+            for block in blocks:
+                store.append(block)
+            store.finish()
+        assert [s.spilled for s in stores] == [False, True, True]
+        for store in stores:
+            assert np.array_equal(store.take(rows), np.concatenate(blocks)[rows])
+            store.close()
+        ids = ["r1", "β-read", "", "r" * 300]
+        packed = PackedStrings(spill_to=spill.new_file("ids"), encoding="utf-8")
+        packed.append(ids[:2])
+        packed.append(ids[2:])
+        packed.finish()
+        assert list(packed) == ids and packed[1] == "β-read"
+        assert packed.take(np.array([3, 0])) == [ids[3], ids[0]]
+        packed.close()
+        directory = spill.path
+        assert directory.is_dir()
+    assert not directory.exists()
+
+
+def test_read_store_streams_several_files_and_refuses_a_repeated_id(tmp_path, write):
+    a = write("a.fa", ">r1\nACGT\n>r2\nacgn\n")
+    b = write("b.fq", "@r3\nAAAA\n+\nIIII\n@r4\n\n+\n\n")
+    store = stream_reads([a, b], keep_quals=True)
+    assert list(store.ids) == ["r1", "r2", "r3", "r4"]
+    assert list(store.seqs) == ["ACGT", "ACGN", "AAAA", ""]
+    assert store.quals is None  # not every file has qualities
+    assert store.where(2) == (str(b), 1)
+    dup = write("c.fa", ">r9\nAC\n>r2\nGG\n")
+    with pytest.raises(InputError, match=r"c\.fa: record 2 \(r2\): duplicate read id \(first "
+                                         r"seen at .*a\.fa, record 2\)"):
+        stream_reads([a, b, dup])
+
+
+def reference_candidates(targets, queries, top, k, max_targets):
+    """k-mer candidates by brute force: shared distinct k-mers per target and orientation."""
+    def kmers(s):
+        v, _ = kmer_codes([s], k)
+        return set(v.tolist())
+
+    fwd = [kmers(t) for t in targets]
+    rev = [kmers(reverse_complement(t)) for t in targets]
+    holders: dict[int, set[int]] = {}
+    for t, (f, r) in enumerate(zip(fwd, rev)):
+        for km in f | r:
+            holders.setdefault(km, set()).add(t)
+    common = {km for km, ts in holders.items() if len(ts) > max_targets}
+    out = []
+    for q in queries:
+        qk = kmers(q) - common
+        scores = []
+        for t in set().union(*(holders.get(km, set()) for km in qk)):
+            votes = max((len(qk & fwd[t]), 0), (len(qk & rev[t]), 1), key=lambda v: (v[0], -v[1]))
+            if votes[0]:
+                scores.append((-votes[0], t, votes[1]))
+        out.append([(t, f) for _, t, f in sorted(scores)[:top]])
+    return out
+
+
+def test_kmer_index_in_blocks_finds_what_brute_force_finds():
+    rng = np.random.default_rng(4)
+    primer = "".join(rng.choice(BASES, 16))
+    targets = [primer + s for s in random_seqs(rng, TARGET_BLOCK + 500, 40)]
+    picks = rng.integers(0, len(targets), 60)
+    queries = [reverse_complement(targets[i][10:50]) if j % 3 == 0 else targets[i][5:45]
+               for j, i in enumerate(picks.tolist())] + random_seqs(rng, 5, 40)
+    found, flips = KmerIndex(targets, both=True, k=10).candidates(queries, 3)
+    expected = reference_candidates(targets, queries, 3, 10, 16)
+    for q, want in enumerate(expected):
+        got = [(int(t), int(f)) for t, f in zip(found[q], flips[q]) if t >= 0]
+        assert got == want, q
+    assert found[:60, 0].tolist() == picks.tolist()
+
+
+def test_partitioned_clusters_match_the_truth(sim, tmp_path):
+    model = load_model(None).model
+    with (InlineExecutor(2) as runner,
+          clustered_files([f"{sim}.fastq.gz"], model, runner,
+                          params={"partition_size": 256}) as (result, store)):
+        assert result.stats["partitions"] >= 6
+        out = tmp_path / "c.tsv"
+        from dnaembed.io.clusters import write_clusters
+
+        write_clusters(out, store.ids, result, orientation=True)
+    scores = evaluate_files(out, f"{sim}.truth.tsv")
+    assert scores["A_0.9"] >= 0.97, scores
+
+
+def test_same_output_whatever_the_threads_and_what_is_spilled(sim, small_model, tmp_path):
+    model = load_model(small_model).model
+    outputs = []
+    spill_all = {"spill_vectors": True, "reads_in_memory": 0}
+    for threads, extra in ((1, {}), (3, {}), (2, spill_all)):
+        with (InlineExecutor(threads) as runner,
+              clustered_files([f"{sim}.fastq.gz"], model, runner, tmpdir=tmp_path,
+                              params={"partition_size": 256, **extra}) as (result, store)):
+            outputs.append((result.labels, result.orientation, result.representatives))
+            assert store.seqs.spilled == bool(extra)
+            assert len(list(tmp_path.iterdir())) == 1  # the run's spill directory
+        assert list(tmp_path.iterdir()) == []  # gone with the run
+    for labels, orientation, reps in outputs[1:]:
+        assert np.array_equal(labels, outputs[0][0])
+        assert np.array_equal(orientation, outputs[0][1])
+        assert np.array_equal(reps, outputs[0][2])
+
+
+def test_cluster_takes_several_files_as_one_run(sim, small_model, tmp_path):
+    d = sim.parent
+    one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"
+    common = ["-m", str(small_model), "--partition-size", "300", "-q"]
+    run_cli("cluster", f"{sim}.fastq.gz", "-o", str(one), *common, check=True)
+    run_cli("cluster", str(d / "lane1.fastq.gz"), str(d / "lane2.fastq.gz"), "-o", str(two),
+            *common, check=True)
+    assert one.read_bytes() == two.read_bytes()
+    # An output over an input, or an id in both lanes, is refused without output.
+    assert_clean_error(run_cli("cluster", str(d / "lane1.fastq.gz"), "-o",
+                               str(d / "lane1.fastq.gz"), *common), "is an input file")
+    assert_clean_error(run_cli("cluster", str(d / "lane1.fastq.gz"), str(d / "lane1.fastq.gz"),
+                               "-o", str(tmp_path / "dup.tsv"), *common), "duplicate read id")
+    assert not (tmp_path / "dup.tsv").exists()
+    assert_clean_error(run_cli("cluster", str(d / "lane1.fastq.gz"), "--method", "kmeans",
+                               "--workers", "2", "-o", str(tmp_path / "k.tsv")),
+                       "--workers applies to --method graph", code=2)
+
+
+def test_kmeans_reads_several_files_too(sim, small_model, tmp_path):
+    d = sim.parent
+    out = tmp_path / "k.tsv"
+    run_cli("cluster", str(d / "lane1.fastq.gz"), str(d / "lane2.fastq.gz"), "-o", str(out),
+            "--method", "kmeans", "-m", str(small_model), "-q", check=True)
+    ids = [r[0] for r in read_table(out)]
+    assert ids == read_sequences(f"{sim}.fastq.gz").ids
+
+
+def test_run_clusters_several_files(sim, small_model, tmp_path):
+    d = sim.parent
+    reads = read_sequences(f"{sim}.fastq.gz")
+    subset = reads.subset(range(400))
+    write_sequences(tmp_path / "a.fastq", subset.ids[:200], subset.seqs[:200], subset.quals[:200])
+    write_sequences(tmp_path / "b.fastq", subset.ids[200:], subset.seqs[200:], subset.quals[200:])
+    out = tmp_path / "out"
+    run_cli("run", str(tmp_path / "a.fastq"), str(tmp_path / "b.fastq"), "-o", str(out),
+            "-m", str(small_model), "-q", check=True)
+    assert [r[0] for r in read_table(out / "clusters.tsv")] == subset.ids
+    assert read_sequences(out / "strands.fasta").seqs
+    del d
