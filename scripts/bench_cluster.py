@@ -105,12 +105,12 @@ def worker(args: argparse.Namespace) -> None:
     from dnaembed.io.sequences import read_sequences
     from dnaembed.io.tables import command_header
     from dnaembed.log import set_threads
-    from dnaembed.model.checkpoint import load_model
+    from dnaembed.model.checkpoint import load_search_model
     from dnaembed.pipeline import cluster_reads
 
     threads = set_threads(args.threads)
     load_before = os.getloadavg()[0]
-    model = load_model(args.model).model
+    model = load_search_model(args.model, args.method).model
     t0 = time.perf_counter()
     reads = read_sequences(args.reads)
     seconds_read = time.perf_counter() - t0
@@ -211,7 +211,8 @@ def main() -> None:
                    help="comma-separated read counts for a graph-method scaling series")
     p.add_argument("--scaling-strands", default="plus,both",
                    help="strand modes of the scaling series (comma-separated)")
-    p.add_argument("--model", help="model file (default: the bundled model)")
+    p.add_argument("--model", help="model file or bundled model's name (default: cluster's, "
+                   "candidates for graph, default for kmeans and dbscan)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--index-dims", default="",
@@ -245,9 +246,9 @@ def main() -> None:
     methods = [m for m in args.methods.split(",") if m]
     presets = [] if args.presets == "none" else args.presets.split(",")
     rows: list[dict] = []
-    from dnaembed.model.checkpoint import load_model
+    from dnaembed.model.checkpoint import load_search_model
 
-    model = load_model(args.model)
+    model = load_search_model(args.model, methods[0] if methods else "graph")
     print(f"# bench_cluster: {os.cpu_count()} CPUs, model {model.path} "
           f"({model.model.config.name}, D={model.model.config.embedding_dim}), "
           f"workdir {workdir}; load = 1-minute load average before/after each run",

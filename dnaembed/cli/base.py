@@ -124,12 +124,9 @@ class ModelType(click.ParamType):
     name = "NAME|FILE"
 
     def convert(self, value, param, ctx):
-        text = str(value)
-        if text in bundled_model_names() and not os.path.exists(text):
-            from importlib import resources
-
-            return str(resources.files("dnaembed.model") / "bundled" / f"{text}.pt")
-        return text
+        # A bundled model's name stays a name: load_model resolves it, and the tables'
+        # provenance line records it.
+        return str(value)
 
     def shell_complete(self, ctx, param, incomplete):
         from click.shell_completion import CompletionItem
@@ -138,11 +135,18 @@ class ModelType(click.ParamType):
         return names + [CompletionItem(incomplete, type="file")]
 
 
-#: Options shared by the commands that run the encoder (embed, cluster, run).
+#: The encoder of ``embed``.
 model_option = click.option(
     "-m", "--model", "model_path", type=ModelType(),
     help=f"A bundled model ({', '.join(bundled_model_names())}) or a model file "
     "[default: default].",
+)
+#: The encoder of the neighbour search (cluster, run): the exact check decides for graph.
+search_model_option = click.option(
+    "-m", "--model", "model_path", type=ModelType(),
+    help=f"Encoder of the neighbour search: a bundled model ({', '.join(bundled_model_names())}) "
+    "or a model file [default: candidates for the graph method (small and fast; the exact "
+    "check decides), default for kmeans and dbscan (they decide on the vectors)].",
 )
 strand_option = click.option(
     "--strand",

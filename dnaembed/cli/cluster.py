@@ -10,8 +10,8 @@ from dnaembed.cli.base import (
     constrained,
     inference_options,
     json_option,
-    model_option,
     plot_option,
+    search_model_option,
     strand_option,
 )
 from dnaembed.cli.execution import execution_options
@@ -37,7 +37,7 @@ METHOD_ONLY = {"max_dist": ("--max-dist", "graph"), "n_clusters": ("-k/--k", "km
               show_default=True,
               help="tsv: read_id, cluster_id (and orientation); uc: vsearch --uc; clstr: CD-HIT "
               ".clstr; mmseqs: representative<TAB>member (MMseqs2).")
-@model_option
+@search_model_option
 @click.option(
     "--method",
     type=click.Choice(["graph", "kmeans", "dbscan"]),

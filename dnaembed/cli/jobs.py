@@ -91,13 +91,14 @@ def cluster_job(reads: Sequence[str], *, outputs: Mapping[str, str | None],
     (:func:`dnaembed.pipeline.clustered_files`); kmeans and dbscan in memory.
     """
     from dnaembed.log import set_threads
-    from dnaembed.model.checkpoint import load_model, resolve_device
+    from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
 
     timings = Timings()
     with open_outputs(outputs, input_names(reads), plot_dir) as out:
         workers = set_threads(threads)
         with timings("model"):
-            checkpoint = load_model(model_path, resolve_device(device))
+            checkpoint = load_search_model(model_path, method, resolve_device(device))
+        model_path = search_model_name(model_path, method)
         job = _ClusterOutputs(out, outputs, plot_dir, fmt, model_path, method, strand,
                               orientation, size_labels, seed, checkpoint, timings, reads)
         if method != "graph":
@@ -244,7 +245,7 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
     from dnaembed.evaluate.clustering import read_truth
     from dnaembed.io.sequences import read_sequences
     from dnaembed.log import set_threads
-    from dnaembed.model.checkpoint import load_model, resolve_device
+    from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
     from dnaembed.pipeline import strands_from_files
 
     files = {name: str(Path(out_dir) / name) for name in RUN_FILES}
@@ -254,7 +255,8 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
                       directories=(out_dir,)) as out:
         cores = set_threads(threads)
         with timings("model"):
-            checkpoint = load_model(model_path, resolve_device(device))
+            checkpoint = load_search_model(model_path, "graph", resolve_device(device))
+        model_path = search_model_name(model_path, "graph")
         # The references and the truth before the long work: a bad file fails fast.
         ref_set = read_sequences(refs) if refs else None
         if truth is not None:

@@ -11,8 +11,8 @@ from dnaembed.cli.base import (
     echo_result,
     inference_options,
     json_option,
-    model_option,
     plot_option,
+    search_model_option,
     strand_option,
 )
 from dnaembed.cli.execution import execution_options
@@ -30,7 +30,7 @@ from dnaembed.cluster import GraphClusterer
     type=click.Path(file_okay=False),
     help="Directory for clusters.tsv, strands.fasta and strands.tsv (created if missing).",
 )
-@model_option
+@search_model_option
 @strand_option
 @click.option(
     "--max-dist",

@@ -4,7 +4,9 @@ A checkpoint is a plain dict of tensors and JSON-able data (the encoder's
 config, training metrics, dnaembed version), loaded with
 ``torch.load(weights_only=True)`` (a model file cannot run code) and checked
 against a SHA-256 of its weights (a tampered file is refused). The bundled
-model ships in ``dnaembed/model/bundled/``."""
+models ship in ``dnaembed/model/bundled/``: the full model (``embed``) and the
+candidate encoder of the neighbour search (``cluster``, ``run``;
+:func:`load_search_model`)."""
 
 from __future__ import annotations
 
@@ -116,21 +118,55 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
     return Checkpoint(model, metrics, training, name, payload.get("extra_state"))
 
 
-def bundled_model_path() -> Path:
-    """Path of the default model shipped inside the package."""
-    return Path(str(resources.files("dnaembed.model") / "bundled" / "default.pt"))
+#: The models shipped in ``dnaembed/model/bundled/``, by the name that selects them.
+#: ``default``: the full, accurate encoder (``dnaembed embed``; configs/default.toml).
+#: ``candidates``: the cheap encoder of the neighbour search, ~15x fewer operations
+#: per read (configs/candidates.toml, docs/candidates-model.md).
+BUNDLED_MODELS = {"default": "default.pt", "candidates": "candidates.pt"}
+FULL_MODEL = "default"
+CANDIDATE_MODEL = "candidates"
+#: Clustering methods that decide on the vectors themselves (distances in edits), so
+#: that the accuracy of the vectors matters; the graph method only takes candidates
+#: from them and checks every one exactly.
+VECTOR_METHODS = ("kmeans", "dbscan")
+
+
+def bundled_model_path(name: str = FULL_MODEL) -> Path:
+    """Path of a model shipped inside the package (default: the full model)."""
+    if name not in BUNDLED_MODELS:
+        known = ", ".join(BUNDLED_MODELS)
+        raise DnaembedError(f"unknown bundled model {name!r} (known: {known})")
+    return Path(str(resources.files("dnaembed.model") / "bundled" / BUNDLED_MODELS[name]))
 
 
 def load_model(path: str | Path | None = None, device: str | torch.device = "cpu") -> Checkpoint:
-    """Load ``path``, or the bundled default model when ``path`` is None."""
-    if path is None:
-        path = bundled_model_path()
+    """Load ``path``, a bundled model by name (:data:`BUNDLED_MODELS`), or the bundled
+    full model when ``path`` is None."""
+    name = FULL_MODEL if path is None else str(path)
+    if name in BUNDLED_MODELS:
+        path = bundled_model_path(name)
         if not path.is_file():
             raise DnaembedError(
-                f"the bundled model is missing from the installation ({path}); "
+                f"the bundled model {name} is missing from the installation ({path}); "
                 "reinstall dnaembed or pass -m/--model"
             )
     return load_checkpoint(path, device)
+
+
+def search_model_name(spec: str | Path | None, method: str = "graph") -> str:
+    """What :func:`load_search_model` loads: ``spec`` itself, else the bundled default."""
+    if spec is not None:
+        return str(spec)
+    return FULL_MODEL if method in VECTOR_METHODS else CANDIDATE_MODEL
+
+
+def load_search_model(
+    spec: str | Path | None, method: str = "graph", device: str | torch.device = "cpu"
+) -> Checkpoint:
+    """The encoder of ``dnaembed cluster`` and ``run``: ``spec`` (a path or a bundled
+    model's name), else the candidate encoder for the graph method, whose exact check
+    decides, and the full model for kmeans and dbscan, which decide on the vectors."""
+    return load_model(search_model_name(spec, method), device)
 
 
 def resolve_device(device: str) -> torch.device:
