@@ -16,7 +16,9 @@ apart; nanopore, coverage 27) and a scaling series
 Every run happens in a fresh subprocess of this script (``--worker``), so the
 peak memory reported is that run's own (``resource.getrusage``), and it runs
 the same library calls as ``dnaembed cluster`` (read the FASTQ, cluster, write
-the TSV), timed stage by stage.
+the TSV), timed stage by stage: for ``graph``, the partitioned method in one
+process (``graph:in_memory=true``: the in-memory ``GraphClusterer`` of
+``dnaembed.pipeline.cluster_reads``).
 
     python scripts/bench_cluster.py                      # all presets x methods
     python scripts/bench_cluster.py --strands 1000 --methods graph   # quick
@@ -110,24 +112,31 @@ def worker(args: argparse.Namespace) -> None:
 
     threads = set_threads(args.threads)
     load_before = os.getloadavg()[0]
-    model = load_search_model(args.model, args.method).model
-    t0 = time.perf_counter()
-    reads = read_sequences(args.reads)
-    seconds_read = time.perf_counter() - t0
     method, params = method_spec(args.method)
-    params.update(threads=threads, seed=args.seed)
-    if args.index_dim is not None:
-        params["index_dim"] = args.index_dim
-    result = cluster_reads(reads.seqs, model, method=method, strand=args.strand,
-                           params=params)
-    t1 = time.perf_counter()
-    write_clusters(args.output, reads.ids, result, orientation=args.strand == "both",
-                   header=command_header("cluster", {"method": method}))
-    seconds_write = time.perf_counter() - t1
+    model = load_search_model(args.model, method).model
+    t0 = time.perf_counter()
+    if method == "graph" and not params.pop("in_memory", False):
+        # What `dnaembed cluster` runs: the partitioned graph method, in this process.
+        result, ids, seconds_write = command_graph(args, model, params, threads)
+        seconds_read = result.timings.pop("read", 0.0)
+        reads_count = len(ids)
+    else:
+        reads = read_sequences(args.reads)
+        seconds_read = time.perf_counter() - t0
+        params.update(threads=threads, seed=args.seed)
+        if args.index_dim is not None:
+            params["index_dim"] = args.index_dim
+        result = cluster_reads(reads.seqs, model, method=method, strand=args.strand,
+                               params=params)
+        t1 = time.perf_counter()
+        write_clusters(args.output, reads.ids, result, orientation=args.strand == "both",
+                       header=command_header("cluster", {"method": method}))
+        seconds_write = time.perf_counter() - t1
+        reads_count = len(reads)
     total = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
     out = {
-        "reads": len(reads),
+        "reads": reads_count,
         "clusters": result.n_clusters,
         "seconds": total,
         "stages": {"read": seconds_read, **result.timings, "write": seconds_write},
@@ -140,6 +149,24 @@ def worker(args: argparse.Namespace) -> None:
     if args.truth:
         out["scores"] = evaluate_files(args.output, args.truth)
     print(json.dumps(out))
+
+
+def command_graph(args: argparse.Namespace, model, params: dict, threads: int):
+    """The graph method as `dnaembed cluster` runs it; the result, the ids, seconds writing."""
+    from dnaembed.execute.inline import InlineExecutor
+    from dnaembed.io.clusters import write_clusters
+    from dnaembed.io.tables import command_header
+    from dnaembed.pipeline import clustered_files
+
+    if args.index_dim is not None:
+        params["search_dim"] = args.index_dim
+    with (InlineExecutor(threads) as executor,
+          clustered_files([args.reads], model, executor, strand=args.strand, params=params,
+                          seed=args.seed) as (result, store)):
+        start = time.perf_counter()
+        write_clusters(args.output, store.ids, result, orientation=args.strand == "both",
+                       header=command_header("cluster", {"method": "graph"}))
+        return result, list(store.ids), time.perf_counter() - start
 
 
 def run_worker(reads: Path, truth: Path | None, method: str, strand: str, args,
@@ -164,8 +191,8 @@ def run_worker(reads: Path, truth: Path | None, method: str, strand: str, args,
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-STAGES = ("read", "dedupe", "embed", "search", "check", "link", "kmeans", "dbscan", "split",
-          "rescue", "write")
+STAGES = ("read", "dedupe", "embed", "partition", "search", "check", "link", "kmeans", "dbscan",
+          "split", "rescue", "write")
 
 
 def table(rows: list[dict]) -> str:

@@ -279,13 +279,13 @@ def pairs_lost(prefix: Path, model_path: str | None, seed: int) -> str:
     from dnaembed.io.sequences import read_sequences
     from dnaembed.io.tables import read_labels
     from dnaembed.log import set_threads
-    from dnaembed.model.checkpoint import load_model
+    from dnaembed.model.checkpoint import load_search_model
     from dnaembed.model.inference import embed_sequences
 
     set_threads(0)
     reads = read_sequences(f"{prefix}.fastq.gz")
     truth = read_labels(f"{prefix}.truth.tsv")
-    model = load_model(model_path).model
+    model = load_search_model(model_path, "graph").model  # cluster's own search encoder
     vectors = embed_sequences(model, reads.seqs)
     strand = np.array([truth.get(i, "") for i in reads.ids])
     order = np.argsort(strand, kind="stable")

@@ -49,6 +49,11 @@ def test_refs_input_including_stdin(tmp_path, write):
     proc = run_cli("simulate", "--refs", "-", "-o", "stdin", "-q", cwd=tmp_path,
                    stdin=refs.read_bytes())
     assert proc.returncode == 0 and (tmp_path / "stdin.fastq.gz").exists()
+    # The references are an input: -o r over r.refs.fasta is refused, nothing written.
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert_clean_error(run_cli("simulate", "--refs", "r.refs.fasta", "-o", "r", cwd=tmp_path),
+                       "is the input --refs", code=2)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
 def test_bad_inputs_fail_cleanly_without_output(tmp_path, write):

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from dnaembed.cli.base import PRECISION_CHOICE, cli, common_options, echo_result
+from dnaembed.cli.base import DEVICE, PRECISION_CHOICE, cli, common_options, echo_result
 
 
 @cli.command()
@@ -50,7 +50,8 @@ from dnaembed.cli.base import PRECISION_CHOICE, cli, common_options, echo_result
 @click.option("--batch-size", type=click.IntRange(min=1), help="Override train.batch_size.")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), help="Override train.lr.")
 @click.option("--loss", type=click.Choice(["chi2", "poisson", "mse"]), help="Override train.loss.")
-@click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
+@click.option("--device", type=DEVICE, default="auto", show_default=True,
+              help="auto (CUDA when present, else CPU), cpu, cuda or cuda:N.")
 @click.option(
     "--precision",
     type=PRECISION_CHOICE,

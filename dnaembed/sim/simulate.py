@@ -357,9 +357,11 @@ def _checked_primer(primer: str | None, end: str) -> str | None:
 def run_simulation(plan: SimulationPlan, prefix: str | Path) -> str:
     """Simulate per ``plan`` and write PREFIX.fastq.gz, PREFIX.truth.tsv, PREFIX.refs.fasta.
 
-    Returns the summary text. Every file is written atomically; option errors
-    are raised before anything is written.
+    Returns the summary text. The three files are all new or all absent (written to
+    temporary files, renamed together); ``plan.refs`` is never overwritten; option
+    errors are raised before anything is written.
     """
+    from dnaembed.io.atomic import OutputSet, check_distinct
     from dnaembed.io.sequences import write_sequences
     from dnaembed.io.tables import command_header, write_tsv
     from dnaembed.log import logger
@@ -371,6 +373,8 @@ def run_simulation(plan: SimulationPlan, prefix: str | Path) -> str:
     directory = prefix.parent if str(prefix.parent) else Path(".")
     if not directory.is_dir():
         raise DnaembedError(f"{prefix}: cannot write: directory {directory} does not exist")
+    files = {f"PREFIX{ext}": f"{prefix}{ext}" for ext in (".refs.fasta", ".truth.tsv", ".fastq.gz")}
+    check_distinct({"--refs": plan.refs}, files)  # before the work, not after it
     ids, seqs = plan.strands()
     logger.info("simulating reads of %d strands through the %s channel", len(seqs), channel.name)
     sim = simulate_reads(seqs, channel, coverage, layout, seed=plan.seed, strand_ids=ids)
@@ -384,14 +388,15 @@ def run_simulation(plan: SimulationPlan, prefix: str | Path) -> str:
         **plan.layout,
         **{k: v for k, v in plan.related.items() if v},
     }
-    write_sequences(f"{prefix}.refs.fasta", ids, seqs)
-    write_tsv(
-        f"{prefix}.truth.tsv",
-        ["read_id", "strand_id", "orientation"],
-        sim.truth_rows(),
-        header=command_header("simulate", params),
-    )
-    write_sequences(f"{prefix}.fastq.gz", sim.ids, sim.seqs, sim.quals)
+    with OutputSet(files, inputs={"--refs": plan.refs}) as out:
+        write_sequences(out.path("PREFIX.refs.fasta"), ids, seqs)
+        write_tsv(
+            out.path("PREFIX.truth.tsv"),
+            ["read_id", "strand_id", "orientation"],
+            sim.truth_rows(),
+            header=command_header("simulate", params),
+        )
+        write_sequences(out.path("PREFIX.fastq.gz"), sim.ids, sim.seqs, sim.quals)
     logger.info(
         "wrote %s.fastq.gz (%d reads), %s.truth.tsv, %s.refs.fasta",
         prefix,
