@@ -55,8 +55,6 @@ def cluster_reads(
     :func:`dnaembed.model.inference.embed_sequences` ('auto': bfloat16 where the hardware
     has it).
     """
-    from dnaembed.model.inference import EmbedStats, embed_sequences
-
     if strand not in STRANDS:
         raise DnaembedError(f"unknown strand mode {strand!r} (use both or plus)")
     both = strand == "both"
@@ -75,34 +73,8 @@ def cluster_reads(
     )
 
     start = time.perf_counter()
-    rows = unique.first[nonempty]
-    if embeddings is not None:
-        fwd_all, rev_all = embeddings
-        if len(fwd_all) != n or (both and (rev_all is None or len(rev_all) != n)):
-            raise DnaembedError("precomputed embeddings must have one row per read (both "
-                                "orientations when strand is 'both')")
-        forward = np.asarray(fwd_all)[rows]
-        reverse = np.asarray(rev_all)[rows] if both else None
-    else:
-        if model is None:
-            raise DnaembedError("cluster_reads needs a model or precomputed embeddings")
-        stats = EmbedStats()
-        forward = embed_sequences(model, work_seqs, batch_size=batch_size, precision=precision,
-                                  stats=stats)
-
-        def reverse(rows: np.ndarray) -> np.ndarray:
-            # On demand: the graph method needs one reverse complement per cluster only.
-            rc = [reverse_complement(work_seqs[i]) for i in rows.tolist()]
-            return embed_sequences(model, rc, batch_size=batch_size, precision=precision)
-
-        reverse = reverse if both else None
-        if stats.truncated:
-            window = model.config.window
-            logger.warning(
-                "%d distinct reads are longer than the model's window of %d: embedded by their "
-                "first %d bases (the exact distance check uses whole reads)",
-                stats.truncated, window, window,
-            )
+    forward, reverse = _embeddings(model, work_seqs, unique.first[nonempty], n, both,
+                                   embeddings, batch_size, precision)
     timings["embed"] = time.perf_counter() - start
 
     est.fit(forward, work_seqs, reverse=reverse, sample_weight=unique.counts[nonempty])
@@ -113,6 +85,39 @@ def cluster_reads(
                      strand, est.method, getattr(est, "threshold_", None), timings)
     result.stats = dict(est.stats_, **result.stats)
     return result
+
+
+def _embeddings(model, work_seqs: list[str], rows: np.ndarray, n: int, both: bool,
+                embeddings, batch_size: int | None, precision: str):
+    """The forward vectors of the distinct reads, and their reverse (an array, a function
+    embedding rows on demand, or None with ``strand='plus'``)."""
+    from dnaembed.model.inference import EmbedStats, embed_sequences
+
+    if embeddings is not None:
+        fwd_all, rev_all = embeddings
+        if len(fwd_all) != n or (both and (rev_all is None or len(rev_all) != n)):
+            raise DnaembedError("precomputed embeddings must have one row per read (both "
+                                "orientations when strand is 'both')")
+        return np.asarray(fwd_all)[rows], (np.asarray(rev_all)[rows] if both else None)
+    if model is None:
+        raise DnaembedError("cluster_reads needs a model or precomputed embeddings")
+    stats = EmbedStats()
+    forward = embed_sequences(model, work_seqs, batch_size=batch_size, precision=precision,
+                              stats=stats)
+
+    def reverse(rows: np.ndarray) -> np.ndarray:
+        # On demand: the graph method needs one reverse complement per cluster only.
+        rc = [reverse_complement(work_seqs[i]) for i in rows.tolist()]
+        return embed_sequences(model, rc, batch_size=batch_size, precision=precision)
+
+    if stats.truncated:
+        window = model.config.window
+        logger.warning(
+            "%d distinct reads are longer than the model's window of %d: embedded by their "
+            "first %d bases (the exact distance check uses whole reads)",
+            stats.truncated, window, window,
+        )
+    return forward, (reverse if both else None)
 
 
 def _expand(unique: UniqueReads, nonempty: np.ndarray, labels: np.ndarray,

@@ -168,102 +168,54 @@ from dnaembed.sim.channel import PRESETS
     help="Fraction of reads that come from no strand.",
 )
 @common_options
-def simulate(
-    prefix: str,
-    refs: str | None,
-    n_strands: int,
-    length: str,
-    max_homopolymer,
-    gc_min,
-    gc_max,
-    gc_window,
-    primer_length,
-    primer5,
-    primer3,
-    window_shift,
-    shared_length,
-    shared_start,
-    partner_fraction,
-    partner_shift,
-    partner_edits,
-    preset,
-    sub,
-    ins,
-    deletion,
-    burst_rate,
-    burst_length,
-    homopolymer_bias,
-    coverage_model,
-    mean_coverage,
-    dispersion,
-    sigma,
-    dropout,
-    reverse_fraction,
-    truncate_fraction,
-    truncate_mean,
-    contaminants,
-    seed: int,
-    threads: int,
-) -> None:
+def simulate(prefix: str, seed: int, threads: int, **options) -> None:
     """Simulate sequencing reads of DNA-storage strands, with the truth.
 
     Writes PREFIX.fastq.gz (shuffled reads), PREFIX.truth.tsv (read_id, strand_id,
     orientation) and PREFIX.refs.fasta; prints a summary. Related pools
     (--window-shift, --shared-region, --partners) keep every design its own strand.
     """
-    from dnaembed.sim.simulate import SimulationPlan, run_simulation
+    from dnaembed.sim.simulate import run_simulation
 
-    if partner_fraction and bool(partner_shift) == bool(partner_edits):
-        raise click.UsageError("--partners needs one of --partner-shift or --partner-edits")
-    if (partner_shift or partner_edits) and not partner_fraction:
-        raise click.UsageError("--partner-shift and --partner-edits need --partners")
-    if shared_start and not shared_length:
-        raise click.UsageError("--shared-start needs --shared-region")
-
-    plan = SimulationPlan(
-        refs=refs,
-        n_strands=n_strands,
-        length=_length_range(length),
-        max_homopolymer=max_homopolymer,
-        gc_min=gc_min,
-        gc_max=gc_max,
-        gc_window=gc_window,
-        primer_length=primer_length,
-        primer5=primer5,
-        primer3=primer3,
-        preset=preset,
-        overrides=dict(
-            substitution=sub,
-            insertion=ins,
-            deletion=deletion,
-            burst_rate=burst_rate,
-            burst_mean_length=burst_length,
-            homopolymer_bias=homopolymer_bias,
-        ),
-        coverage=dict(
-            model=coverage_model,
-            mean=mean_coverage,
-            dispersion=dispersion,
-            sigma=sigma,
-            dropout=dropout,
-        ),
-        layout=dict(
-            reverse_fraction=reverse_fraction,
-            truncate_fraction=truncate_fraction,
-            truncate_mean=truncate_mean,
-            contaminant_fraction=contaminants,
-        ),
-        related=dict(
-            window_shift=window_shift or 0,
-            shared_length=shared_length or 0,
-            shared_start=shared_start if shared_length else 0,
-            partner_fraction=partner_fraction or 0.0,
-            partner_shift=partner_shift or 0,
-            partner_edits=partner_edits or 0,
-        ),
-        seed=seed,
-    )
-    summary = run_simulation(plan, Path(prefix))
+    summary = run_simulation(_plan(options, seed), Path(prefix))
     echo_result(summary)
 
 
+def _plan(o: dict, seed: int):
+    """The SimulationPlan of the command's options (usage errors for combinations)."""
+    from dnaembed.sim.simulate import SimulationPlan
+
+    if o["partner_fraction"] and bool(o["partner_shift"]) == bool(o["partner_edits"]):
+        raise click.UsageError("--partners needs one of --partner-shift or --partner-edits")
+    if (o["partner_shift"] or o["partner_edits"]) and not o["partner_fraction"]:
+        raise click.UsageError("--partner-shift and --partner-edits need --partners")
+    if o["shared_start"] and not o["shared_length"]:
+        raise click.UsageError("--shared-start needs --shared-region")
+    strands = ("refs", "n_strands", "max_homopolymer", "gc_min", "gc_max", "gc_window",
+               "primer_length", "primer5", "primer3", "preset")
+    return SimulationPlan(
+        **{k: o[k] for k in strands},
+        length=_length_range(o["length"]),
+        overrides=dict(
+            substitution=o["sub"], insertion=o["ins"], deletion=o["deletion"],
+            burst_rate=o["burst_rate"], burst_mean_length=o["burst_length"],
+            homopolymer_bias=o["homopolymer_bias"],
+        ),
+        coverage=dict(
+            model=o["coverage_model"], mean=o["mean_coverage"], dispersion=o["dispersion"],
+            sigma=o["sigma"], dropout=o["dropout"],
+        ),
+        layout=dict(
+            reverse_fraction=o["reverse_fraction"], truncate_fraction=o["truncate_fraction"],
+            truncate_mean=o["truncate_mean"], contaminant_fraction=o["contaminants"],
+        ),
+        related=dict(
+            window_shift=o["window_shift"] or 0,
+            shared_length=o["shared_length"] or 0,
+            shared_start=o["shared_start"] if o["shared_length"] else 0,
+            partner_fraction=o["partner_fraction"] or 0.0,
+            partner_shift=o["partner_shift"] or 0,
+            partner_edits=o["partner_edits"] or 0,
+        ),
+        seed=seed,
+    )

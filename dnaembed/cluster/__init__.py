@@ -1,8 +1,11 @@
 """Clustering methods: one estimator interface (see :mod:`dnaembed.cluster.base`).
 
-``graph`` (default): embedding neighbours checked with exact Levenshtein and
-linked with a guard; ``kmeans``: faiss k-means on the embeddings; ``dbscan``:
-scikit-learn DBSCAN on a sparse embedding-neighbour graph.
+``graph`` (default): embedding neighbours checked with exact Levenshtein,
+linked with a guard, split where a cluster holds two groups, strays rescued
+(in memory here; partitioned, on an executor, in :mod:`.partitioned`);
+``kmeans``: Lloyd on the embedding-neighbour graph, optionally refined by exact
+distances; ``dbscan``: DBSCAN on exact-checked neighbour distances, with an
+HDBSCAN-style split of clusters that chain.
 """
 
 from __future__ import annotations

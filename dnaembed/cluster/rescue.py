@@ -158,8 +158,6 @@ def _central_members(labels, orientation, centrality, lengths, reps, full_length
 def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows,
                  targets, neighbours_of, rate, details, *, upward_only: bool, seed: int
                  ) -> tuple[np.ndarray, np.ndarray, int]:
-    import edlib
-
     from dnaembed.cluster.kmers import KmerIndex
 
     labels = labels.copy()
@@ -180,48 +178,16 @@ def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, len
     target_list = target_ids.tolist()
     moved = 0
     for r, row in enumerate(rows.tolist()):
-        # Candidate clusters: most shared k-mers first, then nearest in the embedding.
         own = before[row]
         # Clusters are numbered by decreasing size: "larger" is a smaller number.
         limit = own if upward_only else len(reps)
-        clusters: dict[int, int | None] = {}
-        for t, flip in zip(kmer_rows[r], flip_rows[r]):
-            if t >= 0 and target_list[t] != own and target_list[t] < limit:
-                clusters[target_list[t]] = flip if both else 0
-        extra = 0
-        for c in near_rows[r]:
-            if extra == EMBEDDING_CANDIDATES:
-                break
-            if c >= 0 and c != own and c < limit and c not in clusters:
-                clusters[c] = None  # orientation unknown: try both
-                extra += 1
-        if not clusters:
+        clusters = _candidate_clusters(kmer_rows[r], flip_rows[r], near_rows[r], target_list,
+                                       own, limit, both, rng)
+        if clusters is None:
             continue
-        if len(clusters) == 1:
-            # No other candidate (a good embedding sends all neighbours to one strand): the
-            # runner-up is a random other cluster, i.e. what an unrelated strand scores.
-            pool = [c for c in rng.choice(target_list, size=min(4, len(target_list)),
-                                          replace=False).tolist()
-                    if c != own and c < limit and c not in clusters]
-            if not pool:
-                continue
-            clusters[pool[0]] = None
         length = int(lengths[row])
-        bound = _alignment_bound(length, rate)
-        scored = []
-        for c, flip in clusters.items():
-            flips = (flip,) if flip is not None else ((0, 1) if both else (0,))
-            best = (bound + 1, 0)
-            for member, member_flip in members[c]:
-                for f in flips:
-                    # The read's orientation relative to this member, then to the cluster.
-                    query = rc_seqs[row] if f ^ member_flip else seqs[row]
-                    d = edlib.align(query, seqs[member], mode="HW", task="distance",
-                                    k=min(bound, best[0] - 1))["editDistance"]
-                    if 0 <= d < best[0]:
-                        best = (d, f)
-            scored.append((best[0], best[1], c))
-        scored.sort()
+        scored = _score_clusters(seqs, rc_seqs, row, clusters, members,
+                                 _alignment_bound(length, rate), both)
         (d1, flip, c1), (d2, _, _) = scored[0], scored[1]
         accept = accepted(d1, d2, length, rate)
         if details is not None:
@@ -231,20 +197,81 @@ def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, len
             orientation[row] = flip
             moved += int(weights[row])
     if upward_only and moved:
-        # A read that joined a cluster whose representative moved on follows it. Moves go
-        # to smaller cluster numbers only, so resolving in increasing order is complete.
-        rep_moved = {int(c): (int(labels[rep]), int(orientation[rep]))
-                     for c, rep in enumerate(reps.tolist()) if labels[rep] != c}
-        if rep_moved:
-            for c in sorted(rep_moved):
-                dest, flip = rep_moved[c]
-                if dest in rep_moved:
-                    dest2, flip2 = rep_moved[dest]
-                    rep_moved[c] = (dest2, flip ^ flip2)
-            for row in np.flatnonzero(labels != before).tolist():
-                c = int(labels[row])
-                if c in rep_moved and reps[c] != row:
-                    dest, flip = rep_moved[c]
-                    labels[row] = dest
-                    orientation[row] ^= flip
+        _follow_moved_representatives(labels, orientation, before, reps)
     return labels, orientation, moved
+
+
+def _candidate_clusters(kmer_targets, kmer_flips, near, target_list, own: int, limit: int,
+                        both: bool, rng) -> dict[int, int | None] | None:
+    """A read's candidate clusters -> its orientation to each (None: try both), or None.
+
+    Most shared k-mers first, then nearest in the embedding; with a single candidate,
+    a random other cluster as the runner-up (what an unrelated strand scores).
+    """
+    clusters: dict[int, int | None] = {}
+    for t, flip in zip(kmer_targets, kmer_flips):
+        if t >= 0 and target_list[t] != own and target_list[t] < limit:
+            clusters[target_list[t]] = flip if both else 0
+    extra = 0
+    for c in near:
+        if extra == EMBEDDING_CANDIDATES:
+            break
+        if c >= 0 and c != own and c < limit and c not in clusters:
+            clusters[c] = None  # orientation unknown: try both
+            extra += 1
+    if not clusters:
+        return None
+    if len(clusters) == 1:
+        # No other candidate (a good embedding sends all neighbours to one strand).
+        pool = [c for c in rng.choice(target_list, size=min(4, len(target_list)),
+                                      replace=False).tolist()
+                if c != own and c < limit and c not in clusters]
+        if not pool:
+            return None
+        clusters[pool[0]] = None
+    return clusters
+
+
+def _score_clusters(seqs, rc_seqs, row: int, clusters: dict[int, int | None], members,
+                    bound: int, both: bool) -> list[tuple[int, int, int]]:
+    """(best semi-global distance to a member, orientation, cluster), best first."""
+    import edlib
+
+    scored = []
+    for c, flip in clusters.items():
+        flips = (flip,) if flip is not None else ((0, 1) if both else (0,))
+        best = (bound + 1, 0)
+        for member, member_flip in members[c]:
+            for f in flips:
+                # The read's orientation relative to this member, then to the cluster.
+                query = rc_seqs[row] if f ^ member_flip else seqs[row]
+                d = edlib.align(query, seqs[member], mode="HW", task="distance",
+                                k=min(bound, best[0] - 1))["editDistance"]
+                if 0 <= d < best[0]:
+                    best = (d, f)
+        scored.append((best[0], best[1], c))
+    scored.sort()
+    return scored
+
+
+def _follow_moved_representatives(labels: np.ndarray, orientation: np.ndarray,
+                                  before: np.ndarray, reps: np.ndarray) -> None:
+    """A read that joined a cluster whose representative moved on follows it (in place).
+
+    Moves go to smaller cluster numbers only, so resolving in increasing order is complete.
+    """
+    rep_moved = {int(c): (int(labels[rep]), int(orientation[rep]))
+                 for c, rep in enumerate(reps.tolist()) if labels[rep] != c}
+    if not rep_moved:
+        return
+    for c in sorted(rep_moved):
+        dest, flip = rep_moved[c]
+        if dest in rep_moved:
+            dest2, flip2 = rep_moved[dest]
+            rep_moved[c] = (dest2, flip ^ flip2)
+    for row in np.flatnonzero(labels != before).tolist():
+        c = int(labels[row])
+        if c in rep_moved and reps[c] != row:
+            dest, flip = rep_moved[c]
+            labels[row] = dest
+            orientation[row] ^= flip

@@ -136,28 +136,10 @@ def simulate_reads(
         frac = layout.contaminant_fraction
         n_contam = int(round(frac * len(read_strand) / (1 - frac)))
 
-    seqs: list[str] = []
-    quals: list[str] = []
-    reverse_parts, truncated_parts = [], []
-    events = {"source_bases": 0, "substitutions": 0, "insertions": 0, "deletions": 0}
-    for a in range(0, len(read_strand), _BLOCK_READS):
-        block = read_strand[a : a + _BLOCK_READS]
-        copies, copy_lengths = _gather(src_codes, src_starts, src_lengths, block)
-        sent = transmit(copies, copy_lengths, generator, rng)
-        events["source_bases"] += int(copy_lengths.sum())
-        for key in ("substitutions", "insertions", "deletions"):
-            events[key] += int(getattr(sent, key).sum())
-        out = _as_sequenced(sent.codes, sent.lengths, sent.quals, layout, rng)
-        seqs += out[0]
-        quals += out[1]
-        reverse_parts.append(out[2])
-        truncated_parts.append(out[3])
+    seqs, quals, reverse_parts, truncated_parts, events = _transmit_blocks(
+        read_strand, src_codes, src_starts, src_lengths, generator, layout, rng)
     if n_contam:
-        # Reads of no strand: random sequences within the strands' length range, error-free.
-        c_lengths = rng.integers(int(src_lengths.min()), int(src_lengths.max()) + 1, size=n_contam)
-        c_codes = random_codes(rng, int(c_lengths.sum()))
-        c_quals = np.full(len(c_codes), channel.quality, dtype=np.uint8)
-        out = _as_sequenced(c_codes, c_lengths, c_quals, layout, rng)
+        out = _contaminants(n_contam, src_lengths, channel, layout, rng)
         seqs += out[0]
         quals += out[1]
         reverse_parts.append(out[2])
@@ -182,6 +164,35 @@ def simulate_reads(
         coverage=counts,
         events=events,
     )
+
+
+def _transmit_blocks(read_strand, src_codes, src_starts, src_lengths, generator, layout, rng):
+    """Every read of ``read_strand`` through the channel, block by block (in order)."""
+    seqs: list[str] = []
+    quals: list[str] = []
+    reverse_parts, truncated_parts = [], []
+    events = {"source_bases": 0, "substitutions": 0, "insertions": 0, "deletions": 0}
+    for a in range(0, len(read_strand), _BLOCK_READS):
+        block = read_strand[a : a + _BLOCK_READS]
+        copies, copy_lengths = _gather(src_codes, src_starts, src_lengths, block)
+        sent = transmit(copies, copy_lengths, generator, rng)
+        events["source_bases"] += int(copy_lengths.sum())
+        for key in ("substitutions", "insertions", "deletions"):
+            events[key] += int(getattr(sent, key).sum())
+        out = _as_sequenced(sent.codes, sent.lengths, sent.quals, layout, rng)
+        seqs += out[0]
+        quals += out[1]
+        reverse_parts.append(out[2])
+        truncated_parts.append(out[3])
+    return seqs, quals, reverse_parts, truncated_parts, events
+
+
+def _contaminants(n: int, src_lengths: np.ndarray, channel: Channel, layout: ReadLayout, rng):
+    """Reads of no strand: random sequences within the strands' length range, error-free."""
+    c_lengths = rng.integers(int(src_lengths.min()), int(src_lengths.max()) + 1, size=n)
+    c_codes = random_codes(rng, int(c_lengths.sum()))
+    c_quals = np.full(len(c_codes), channel.quality, dtype=np.uint8)
+    return _as_sequenced(c_codes, c_lengths, c_quals, layout, rng)
 
 
 #: Reads per block: the block's temporaries stay in cache (see channel.transmit).
