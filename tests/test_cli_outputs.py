@@ -72,6 +72,8 @@ def test_an_output_equal_to_an_input_is_refused_before_any_work(sim, tmp_path):
          "is the input --truth"),
         (("evaluate", c, "--truth", c, "--json", c), "is the input"),
         (("cluster", r, "-o", str(tmp_path / "y.tsv"), "--log", r), "is the input READS"),
+        (("cluster", r, str(tmp_path / "hard.fastq"), "-o", str(tmp_path / "y.tsv"), "--log",
+          str(tmp_path / "hard.fastq")), "is the input READS (2)"),
     ]
     for args, fragment in cases:
         proc = run_cli(*args)

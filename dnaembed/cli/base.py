@@ -71,15 +71,19 @@ def common_options(func):
 
 def _path_arguments(kwargs: dict) -> dict[str, object]:
     """The command's file arguments and options, by option name (for the --log check)."""
+    from dnaembed.io.atomic import named_inputs
+
     ctx = click.get_current_context(silent=True)
     if ctx is None:
         return {}
-    return {
-        (p.human_readable_name if isinstance(p, click.Argument) else "/".join(p.opts)):
-            kwargs.get(p.name)
-        for p in ctx.command.params
-        if isinstance(p.type, click.Path) and p.name in kwargs
-    }
+    paths: dict[str, object] = {}
+    for p in ctx.command.params:
+        if isinstance(p.type, click.Path) and kwargs.get(p.name) is not None:
+            name = p.human_readable_name if isinstance(p, click.Argument) else "/".join(p.opts)
+            value = kwargs[p.name]
+            # An argument of several files (cluster and run take nargs=-1 READS).
+            paths.update(named_inputs(name, value if isinstance(value, tuple | list) else [value]))
+    return paths
 
 
 _state = {"verbose": 0}

@@ -75,9 +75,9 @@ def _named(reads: Sequence[str]) -> str | list[str]:
 
 def input_names(reads: Sequence[str]) -> dict[str, str]:
     """The inputs never to be overwritten, by the name messages give them."""
-    if len(reads) == 1:
-        return {"READS": reads[0]}
-    return {f"READS ({i})": path for i, path in enumerate(reads, start=1)}
+    from dnaembed.io.atomic import named_inputs
+
+    return named_inputs("READS", reads)
 
 
 def cluster_job(reads: Sequence[str], *, outputs: Mapping[str, str | None],

@@ -24,7 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -116,6 +116,14 @@ def _same_file(a: str, b: str) -> bool:
     with contextlib.suppress(OSError):
         return os.path.samefile(pa, pb)
     return False
+
+
+def named_inputs(name: str, paths: Sequence[object]) -> dict[str, object]:
+    """One argument's input files by the names messages give them: ``NAME``, or
+    ``NAME (1)``, ``NAME (2)``, ... when the argument takes several."""
+    if len(paths) == 1:
+        return {name: paths[0]}
+    return {f"{name} ({i})": path for i, path in enumerate(paths, start=1)}
 
 
 def check_distinct(inputs: Mapping[str, object], outputs: Mapping[str, object]) -> None:
