@@ -53,7 +53,9 @@ def test_an_output_equal_to_an_input_is_refused_before_any_work(sim, tmp_path):
     reads.write_bytes(gzip.decompress((sim / "s.fastq.gz").read_bytes()))
     table = tmp_path / "c.tsv"
     shutil.copy(sim / "s.truth.tsv", table)
-    before = {p: p.read_bytes() for p in (reads, table)}
+    second = tmp_path / "r2.fastq"
+    shutil.copy(reads, second)
+    before = {p: p.read_bytes() for p in (reads, table, second)}
     (tmp_path / "link.fastq").symlink_to(reads)
     os.link(reads, tmp_path / "hard.fastq")
     r, c = str(reads), str(table)
@@ -72,8 +74,8 @@ def test_an_output_equal_to_an_input_is_refused_before_any_work(sim, tmp_path):
          "is the input --truth"),
         (("evaluate", c, "--truth", c, "--json", c), "is the input"),
         (("cluster", r, "-o", str(tmp_path / "y.tsv"), "--log", r), "is the input READS"),
-        (("cluster", r, str(tmp_path / "hard.fastq"), "-o", str(tmp_path / "y.tsv"), "--log",
-          str(tmp_path / "hard.fastq")), "is the input READS (2)"),
+        (("cluster", r, str(second), "-o", str(tmp_path / "y.tsv"), "--log", str(second)),
+         "is the input READS (2)"),
     ]
     for args, fragment in cases:
         proc = run_cli(*args)
