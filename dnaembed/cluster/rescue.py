@@ -43,7 +43,8 @@ representatives share the most :data:`RESCUE_K`-mers with the read
 (:mod:`dnaembed.cluster.kmers`; a truncated read shares most of its k-mers with
 its strand, while the embedding, like the global distance it approximates, sees
 it as far), then up to :data:`EMBEDDING_CANDIDATES` more from the read's nearest
-embedding neighbours.
+embedding neighbours. Decisions within a pass are taken against the clustering
+before it, so the result does not depend on the order of the reads.
 
 Why these figures (ldpc-exp7, whose labels come from infix distances to the
 designs): the reads the rescue got wrong there were short reads (40-100 nt)
@@ -55,9 +56,7 @@ margin of 5 and a ratio of 0.85 take the second kind and refuse most of the
 first. A read's true cluster and the cluster that is its closest rival must
 both be among the candidates for the margin to mean anything: 8 candidates by
 11-mers (a 12-mer survives the 15-25% edits of a badly truncated real read, or
-a 12%-error nanopore read, too rarely) find them. Decisions within a pass are
-taken against the clustering before it, so the result does not depend on the
-order of the reads.
+a 12%-error nanopore read, too rarely) find them.
 More in ``docs/algorithms.md``.
 """
 
