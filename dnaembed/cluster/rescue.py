@@ -9,8 +9,8 @@ end anywhere in the target, edlib ``HW`` mode) against a few reads
 full-length reads) of a few candidate clusters, in both orientations when both
 are clustered, taking the closest, and move to the best cluster only when
 
-* it is clearly better than the runner-up cluster: at most 3/4 of the
-  runner-up's edits, and at least 3 fewer. The rule is relative because how
+* it is clearly better than the runner-up cluster: at most 0.85 of the
+  runner-up's edits, and at least 5 fewer. The rule is relative because how
   close unrelated reads come depends on the read's length and on what all
   strands share (primers); primer-only reads, which align equally well to
   every strand, stay where they are. When all candidates point to one cluster
@@ -39,12 +39,24 @@ Two passes, so that no read moves into a cluster that is itself moving:
    single full-length read still takes its truncated reads).
 
 Candidate clusters: the :data:`MAX_CANDIDATES` target clusters whose
-representatives share the most 12-mers with the read (:mod:`dnaembed.cluster.kmers`;
-a truncated read shares most of its k-mers with its strand, while the
-embedding, like the global distance it approximates, sees it as far), then up
-to :data:`EMBEDDING_CANDIDATES` more from the read's nearest embedding
-neighbours. Decisions within a pass are taken against the clustering before
-it, so the result does not depend on the order of the reads.
+representatives share the most :data:`RESCUE_K`-mers with the read
+(:mod:`dnaembed.cluster.kmers`; a truncated read shares most of its k-mers with
+its strand, while the embedding, like the global distance it approximates, sees
+it as far), then up to :data:`EMBEDDING_CANDIDATES` more from the read's nearest
+embedding neighbours. Decisions within a pass are taken against the clustering
+before it, so the result does not depend on the order of the reads.
+
+Why these figures (ldpc-exp7, whose labels come from infix distances to the
+designs): the reads the rescue got wrong there were short reads (40-100 nt)
+that no design explains clearly, their two best designs within 5 edits of
+each other; the old rule (3 edits, 3/4) let ~160 of them into clusters, each
+one costing its cluster A_0.9, while it refused ~400 truncated reads of their
+own strand whose runner-up lay 5-9 edits further but above 3/4 of it. A
+margin of 5 and a ratio of 0.85 take the second kind and refuse most of the
+first. A read's true cluster and the cluster that is its closest rival must
+both be among the candidates for the margin to mean anything: 8 candidates by
+11-mers (a 12-mer survives the 15-25% edits of a badly truncated real read, or
+a 12%-error nanopore read, too rarely) find them.
 More in ``docs/algorithms.md``.
 """
 
@@ -58,13 +70,15 @@ import numpy as np
 from dnaembed.cluster.labels import assemble
 
 #: Clusters tried per read: by shared k-mers, then by embedding neighbours.
-MAX_CANDIDATES = 4
+MAX_CANDIDATES = 8
 EMBEDDING_CANDIDATES = 2
+#: k-mer length of the candidate search (see the module notes).
+RESCUE_K = 11
 #: Reads of each candidate cluster a read is aligned to (the representative and the most
 #: central other full-length reads): one read's own errors would otherwise blur the comparison.
 MEMBERS_PER_CLUSTER = 3
-MIN_MARGIN = 3
-RUNNER_UP_RATIO = 0.75
+MIN_MARGIN = 5
+RUNNER_UP_RATIO = 0.85
 
 
 def allowed_distance(length: int, rate: float) -> int:
@@ -166,7 +180,8 @@ def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, len
     both = rc_seqs is not None
     rng = np.random.default_rng([seed, 13])
     target_ids = np.flatnonzero(targets)
-    kmer_index = KmerIndex([seqs[reps[c]] for c in target_ids.tolist()], both=both)
+    kmer_index = KmerIndex([seqs[reps[c]] for c in target_ids.tolist()], both=both,
+                           k=RESCUE_K)
     by_kmers, kmer_flips = kmer_index.candidates([seqs[i] for i in rows.tolist()], MAX_CANDIDATES)
     by_embedding, embedded = neighbours_of(rows)
     # Clusters of the embedding neighbours, nearest first (-1: none, or not a target).
