@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import assert_clean_error, run_cli, train_tiny_model
 
-from dnaembed.model.checkpoint import load_model, weights_digest
+from dnaembed.model.checkpoint import load_search_model, weights_digest
 from dnaembed.report.plots import (
     cluster_sizes_figure,
     consensus_support_figure,
@@ -49,7 +49,7 @@ def test_run_summary_holds_threshold_counts_times_model_versions_seed(done):
     assert counts["strands"] == summary["consensus"]["strands"] == 30
     assert counts["singletons"] == 0
     assert {"model", "read", "embed", "consensus", "write"} <= set(summary["timings"])
-    model = load_model(None)
+    model = load_search_model(None, "graph")  # what run searches with
     assert summary["model"]["sha256"] == weights_digest(model.model.state_dict())
     assert {"dnaembed", "python", "numpy", "torch"} <= set(summary["versions"])
     assert summary["scores"]["clustering"]["A_0.9"] >= 0.95

@@ -51,6 +51,17 @@ def test_related_designs_inside_the_gap_stay_beyond_the_cut():
     assert "errors per read" in line and "1% beyond" in line and "unrelated peak at" in line
 
 
+def test_a_related_population_with_an_empty_gap_after_it_stays_beyond_the_cut():
+    """Windows shifted by 14 nt: related pairs as common as half the same-strand ones (few
+    reads per strand, so a read's neighbour list runs into its neighbouring windows), and
+    the gap between them and the unrelated reads emptier than the one before them."""
+    rng = np.random.default_rng(2)
+    t = estimate_threshold(sample(rng, same=3000, related=1500, related_at=36,
+                                  unrelated_at=64), 110)
+    assert t.rule == "tail" and t.same_peak in range(10, 14)
+    assert t.max_dist < 28 and (rng.poisson(12, 100_000) > t.max_dist).mean() < 0.002
+
+
 def test_a_heavy_same_strand_tail_moves_the_cut_out_to_the_valley():
     """Real reads: a few carry many errors, so the tail decays slowly (exponentially)."""
     rng = np.random.default_rng(2)

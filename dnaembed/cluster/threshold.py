@@ -20,9 +20,10 @@ own side, below its peak, where no other population reaches:
    pair can move the histogram's split;
 2. histogram, smoothed over 5 edits; Otsu's split; the tallest bin on each
    side is a peak: the same-strand peak ``m`` and the unrelated peak;
-3. the same-strand population: every pair up to the first lowest point of the
-   smoothed histogram after the peak (where its tail ends and anything else
-   begins, before the valley rule's cut of step 5);
+3. the same-strand population: every pair up to the lowest point of the
+   smoothed histogram before the next population (related designs, say: where
+   the histogram, once below 5% of the peak, rises again to 3% of it), else up
+   to the lowest point before the valley rule's cut of step 5;
 4. its upper tail, measured: ``x10`` and ``x1``, the distances that 10% and 1%
    of those pairs exceed. The cut is ``x1 + TAIL_DECADES * (x1 - x10)``: the
    tail extrapolated as exponential (each further tenth of the pairs as many
@@ -79,6 +80,10 @@ SMOOTH = 5
 TAIL_DECADES = 1.0
 #: Fewer same-strand pairs than this: the tail is not measured (the valley rule decides).
 MIN_TAIL_PAIRS = 500
+#: A trough that ends the same-strand population lies below this fraction of its peak,
+#: and a population after it rises to at least BUMP_FRACTION of the peak.
+TROUGH_FRACTION = 0.05
+BUMP_FRACTION = 0.03
 
 
 @dataclass
@@ -263,7 +268,7 @@ def estimate_threshold(distances: np.ndarray, median_length: float,
     start, end = _longest_run(between <= floor + 0.1 * (smaller_peak - floor))
     valley = low_peak + int(math.floor((start + end) / 2))
     # The same-strand population ends at the first lowest point before the valley's cut.
-    boundary = low_peak + int(np.argmin(smooth[low_peak : valley + 1]))
+    boundary = _population_end(smooth, low_peak, valley)
     tail = tail_points(hist[: boundary + 1])
     cut, rule = valley, "valley"
     if tail is not None:
@@ -274,6 +279,26 @@ def estimate_threshold(distances: np.ndarray, median_length: float,
         cut, "data", same_peak=low_peak, unrelated_peak=high_peak, pairs=len(d),
         reference_length=ref, tail=tail, valley=valley, rule=rule, data_cut=cut,
     )
+
+
+def _population_end(smooth: np.ndarray, peak: int, limit: int) -> int:
+    """Where the same-strand population ends: the lowest point before the next population.
+
+    The next population (related designs, say) starts where the smoothed histogram,
+    once below TROUGH_FRACTION of the peak, rises again to BUMP_FRACTION of it and to
+    twice its lowest point since: a few stray pairs in the gap are not a population.
+    Without one before ``limit``, the lowest point up to ``limit``.
+    """
+    height = float(smooth[peak])
+    lowest, dropped, end = np.inf, False, limit
+    for i in range(peak + 1, min(limit, len(smooth))):
+        dropped = dropped or smooth[i] <= TROUGH_FRACTION * height
+        if dropped and smooth[i] >= BUMP_FRACTION * height and smooth[i] > 2 * lowest:
+            end = i
+            break
+        if dropped:
+            lowest = min(lowest, float(smooth[i]))
+    return peak + int(np.argmin(smooth[peak : end + 1]))
 
 
 def tail_points(hist: np.ndarray) -> tuple[float, float] | None:
