@@ -28,8 +28,10 @@ MAX_TARGETS_PER_KMER = 16
 
 #: Targets, and queries, whose k-mers are computed at a time (bounds the memory of a search
 #: over hundreds of thousands of targets to a block's, whatever their number).
-TARGET_BLOCK = 2_048
+TARGET_BLOCK = 1_024
 QUERY_BLOCK = 4_096
+#: Queries whose votes are counted at a time (their hits are the block's largest arrays).
+VOTE_BLOCK = 1_024
 
 
 class KmerIndex:
@@ -119,10 +121,24 @@ class KmerIndex:
             return out_t, out_f
         values, query = kmer_codes(queries, self.k)
         key = sorted_unique(values * m + query)  # a k-mer counts once per query
+        del values, query
         query, values = key % m, key // m
-        index_values, index_target, index_flip = self._entries(sorted_unique(values))
-        if len(index_values) == 0:
+        del key
+        entries = self._entries(sorted_unique(values))
+        if len(entries[0]) == 0:
             return out_t, out_f
+        # Each query's votes are its own: counted for a few queries at a time, so that the
+        # hits (one per query k-mer and target holding it) never all exist at once.
+        for start in range(0, m, VOTE_BLOCK):
+            mine = (query >= start) & (query < start + VOTE_BLOCK)
+            self._vote(values[mine], query[mine], entries, top, out_t, out_f)
+        return out_t, out_f
+
+    @staticmethod
+    def _vote(values: np.ndarray, query: np.ndarray, entries, top: int, out_t: np.ndarray,
+              out_f: np.ndarray) -> None:
+        """The ``top`` targets of these queries (their k-mers ``values``), into the outputs."""
+        index_values, index_target, index_flip = entries
         lo = np.searchsorted(index_values, values, side="left")
         hi = np.searchsorted(index_values, values, side="right")
         hits = hi - lo
@@ -149,4 +165,3 @@ class KmerIndex:
         sel = rank < top
         out_t[cq[sel], rank[sel]] = ct[sel]
         out_f[cq[sel], rank[sel]] = cf[sel]
-        return out_t, out_f

@@ -32,6 +32,9 @@ from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
 from dnaembed.io.spill import unpack_strings
 
+#: Queries of a partition checked at a time (bounds a task's candidate pairs and strings).
+QUERY_CHECK_BLOCK = 2_048
+
 
 @dataclass
 class EmbedTask:
@@ -125,7 +128,9 @@ def _search(index, queries: np.ndarray, k: int) -> Neighbours:
     k_eff = min(k, index.ntotal)
     dist = np.full((n, k), np.inf, dtype=np.float32)
     idx = np.full((n, k), -1, dtype=np.int64)
-    if n and k_eff:
+    if n and k_eff == k:  # faiss writes into the results: no second copy of them
+        index.search(np.ascontiguousarray(queries, dtype=np.float32), k, D=dist, I=idx)
+    elif n and k_eff:
         d, i = index.search(np.ascontiguousarray(queries, dtype=np.float32), k_eff)
         dist[:, :k_eff], idx[:, :k_eff] = d, i
     dist[idx < 0] = np.inf
@@ -219,30 +224,55 @@ class QueryResult:
 
 
 def query_partition(task: QueryTask) -> QueryResult:
-    """Each query's nearest members; checked pairs or neighbour lists (see :class:`QueryTask`)."""
+    """Each query's nearest members; checked pairs or neighbour lists (see :class:`QueryTask`).
+
+    One search for all the queries (its distances depend on how faiss splits the
+    work, so it is not split here), then the candidates checked for
+    :data:`QUERY_CHECK_BLOCK` queries at a time: each query's pairs are its own, and
+    the temporaries of a block are a fraction of the whole task's.
+    """
     started = time.thread_time()
-    k = task.neighbours
-    index = _index(task.vectors)
-    found = _search(index, task.query_vectors, k + 1)
-    ids = task.members
-    unit = np.where(found.indices >= 0, ids[np.maximum(found.indices, 0)], -1)
-    own = unit == task.queries[:, None]
-    # A forward query that is itself a member loses itself (else its farthest candidate,
-    # as self_neighbours does); a reverse-complement query keeps its k nearest.
-    drop = np.where(own.any(axis=1) & ~task.reverse, own.argmax(axis=1), k)
-    keep = np.ones_like(own)
-    keep[np.arange(len(unit)), drop] = False
-    unit = unit[keep].reshape(-1, k)
-    dist = found.distances[keep].reshape(-1, k)
-    lo, hi, parity, d, candidates = _check_queries(task, unit, dist)
-    listed = np.flatnonzero(~task.check)
-    return QueryResult(lo, hi, parity, d, candidates, listed, unit[listed], dist[listed],
+    found = _search(_index(task.vectors), task.query_vectors, task.neighbours + 1)
+    query_seqs = unpack_strings(task.query_data, task.query_lengths)
+    member_seqs = unpack_strings(task.data, task.lengths)
+    parts = [_query_block(task, found, slice(start, start + QUERY_CHECK_BLOCK), query_seqs,
+                          member_seqs)
+             for start in range(0, len(task.queries), QUERY_CHECK_BLOCK)]
+    if not parts:
+        parts = [_query_block(task, found, slice(0, 0), query_seqs, member_seqs)]
+    joined = [np.concatenate([p[i] for p in parts]) for i in (0, 1, 2, 3, 5, 6, 7)]
+    lo, hi, parity, d, listed, indices, distances = joined
+    return QueryResult(lo, hi, parity, d, sum(p[4] for p in parts), listed, indices, distances,
                        time.thread_time() - started)
 
 
-def _check_queries(task: QueryTask, unit: np.ndarray, dist: np.ndarray):
-    """Exact distances of the checked queries to their candidates, within the cut."""
-    q = len(task.queries)
+def _query_block(task: QueryTask, found: Neighbours, rows: slice, query_seqs: list[str],
+                 member_seqs: list[str]):
+    """The queries ``rows`` of a task: checked pairs, and the lists of the unchecked ones."""
+    k = task.neighbours
+    ids = task.members
+    indices = found.indices[rows]
+    unit = np.where(indices >= 0, ids[np.maximum(indices, 0)], -1)
+    own = unit == task.queries[rows, None]
+    # A forward query that is itself a member loses itself (else its farthest candidate,
+    # as self_neighbours does); a reverse-complement query keeps its k nearest.
+    drop = np.where(own.any(axis=1) & ~task.reverse[rows], own.argmax(axis=1), k)
+    keep = np.ones_like(own)
+    keep[np.arange(len(unit)), drop] = False
+    unit = unit[keep].reshape(-1, k)
+    dist = found.distances[rows][keep].reshape(-1, k)
+    lo, hi, parity, d, candidates = _check_queries(task, rows, unit, dist, query_seqs,
+                                                   member_seqs)
+    listed = np.flatnonzero(~task.check[rows])
+    return (lo, hi, parity, d, candidates, listed + (rows.start or 0), unit[listed],
+            dist[listed])
+
+
+def _check_queries(task: QueryTask, rows: slice, unit: np.ndarray, dist: np.ndarray,
+                   query_seqs: list[str], member_seqs: list[str]):
+    """Exact distances of the checked queries ``rows`` to their candidates, within the cut."""
+    queries, reverse, check = task.queries[rows], task.reverse[rows], task.check[rows]
+    q = len(queries)
     # Local numbering: queries 0..q-1, then the members. Each query's sequence is already
     # oriented, so a pair compares it (``rc_seqs[lo]`` or ``seqs[lo]``: the same list)
     # with the member as read (``seqs[hi]``).
@@ -250,17 +280,16 @@ def _check_queries(task: QueryTask, unit: np.ndarray, dist: np.ndarray):
     local = Neighbours(dist, np.where(unit >= 0, q + member_pos, -1))
     parts = []
     for parity in (0, 1):
-        rows = np.flatnonzero(task.check & (task.reverse == bool(parity)))
-        nb = Neighbours(local.distances[rows], local.indices[rows])
+        at = np.flatnonzero(check & (reverse == bool(parity)))
+        nb = Neighbours(local.distances[at], local.indices[at])
         parts.append(candidate_pairs(nb if parity == 0 else None, nb if parity else None,
-                                     rows=rows))
+                                     rows=at))
     pairs = CandidatePairs(*(np.concatenate([getattr(p, f) for p in parts])
                              for f in ("lo", "hi", "parity", "embedded")))
-    seqs = unpack_strings(task.query_data, task.query_lengths) + unpack_strings(
-        task.data, task.lengths)
-    lengths = np.concatenate([task.query_lengths, task.lengths]).astype(np.int64)
+    seqs = query_seqs[rows] + member_seqs
+    lengths = np.concatenate([task.query_lengths[rows], task.lengths]).astype(np.int64)
     edges, d = _checked(seqs, seqs, pairs, lengths, task.cut)
-    query_unit = task.queries[edges.lo]
+    query_unit = queries[edges.lo]
     member_unit = task.members[edges.hi - q]
     keep = query_unit != member_unit
     lo = np.minimum(query_unit, member_unit)[keep]

@@ -187,15 +187,20 @@ def _cluster_all(units: Units, model, runner, *, plan: PartitionPlan, spill: Spi
         linker = _GuardedLinker(units.seqs, units.seqs.reversed(), degree, units.weights,
                                 threshold, guard_factor, guard)
         linker.link(edges, dist)
+        del edges, dist  # round 1's pairs are linked: nothing reads them again
         run.stage.timed("link", start)
         rescuing = rescue and n > 2
         superset = (_rescue_superset(linker, units, rescue_max_size) if rescuing
                     else np.zeros(0, np.int64))
         rounds = RepresentativeRounds(run, threshold, both=both, rescue_rows=superset)
         rounds.link(linker, plan.rounds, plan.rounds_until)
-        trim_memory()
         groups, parity = linker.uf.labels()
         run.stage.stats.update(merges=linker.merges, guard_refusals=linker.refusals)
+        # The split and the rescue need neither the vectors nor the linker: free them first.
+        del linker
+        rounds.release_vectors()
+        run.close()
+        trim_memory()
         if split:
             groups = _split(units, groups, parity, degree, threshold, run.stage)
         result = _finish(units, groups, parity, degree, threshold, rounds.lists, rescuing,
@@ -428,7 +433,7 @@ def _finish(units: Units, groups, parity, degree, threshold, lists, rescue: bool
         labels, orient, reps, rescued = rescue_reads(
             units.seqs, units.seqs.reversed() if both else None, labels, orient, centrality,
             units.weights, lists, rate=threshold.rescue_rate, max_size=max_size,
-            full_length=full_length, seed=seed)
+            full_length=full_length, seed=seed, lengths=units.lengths)
         stage.stats["rescued"] = rescued
         stage.timed("rescue", start)
     return PartitionedResult(labels, orient, reps, threshold, stage.timings, stage.stats)

@@ -115,6 +115,7 @@ def rescue_reads(
     full_length: float = 0.0,
     seed: int = 0,
     details: list | None = None,
+    lengths: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Move leftover reads into clusters they clearly belong to (see the module notes).
 
@@ -122,11 +123,14 @@ def rescue_reads(
     chooses representatives; ``neighbours_of(rows)`` returns the nearest reads
     of those rows and their embedding distances (``(len(rows), m)``, -1 for
     none). ``details``, when given, receives ``(read, length, best, runner_up,
-    cluster, accepted)`` for every read examined.
+    cluster, accepted)`` for every read examined. ``lengths``: the reads' lengths, when
+    known (else measured from ``seqs``, which reads every sequence once).
     Returns labels, orientations, representatives and the number of reads moved
     (counting collapsed copies).
     """
-    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    if lengths is None:
+        lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    lengths = np.asarray(lengths, dtype=np.int64)
     centrality = np.asarray(centrality, dtype=np.float64)
     labels, orientation, reps = assemble(labels, orientation, centrality, weights)
     moved = 0

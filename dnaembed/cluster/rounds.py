@@ -26,7 +26,7 @@ from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_
 from dnaembed.cluster.partition_tasks import QueryTask, query_partition
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
-from dnaembed.io.spill import unpack_strings
+from dnaembed.io.spill import trim_memory, unpack_strings
 from dnaembed.log import logger
 
 
@@ -37,7 +37,8 @@ class NeighbourLists:
         self.rows = np.asarray(rows, dtype=np.int64)  # increasing
         self.both = both
         sides = 2 if both else 1
-        self.indices = np.full((sides, len(rows), k), -1, dtype=np.int64)
+        # int32: unit ids (-1 for none); the lists live from round 2 until the rescue.
+        self.indices = np.full((sides, len(rows), k), -1, dtype=np.int32)
         self.distances = np.full((sides, len(rows), k), np.inf, dtype=np.float32)
 
     def put(self, units: np.ndarray, reverse: np.ndarray, indices: np.ndarray,
@@ -60,20 +61,22 @@ class NeighbourLists:
 
 @dataclass
 class _Queries:
-    """A round's queries: unit, vector (search space), orientation, checked or listed."""
+    """A round's queries: unit, orientation, checked or listed.
+
+    Their vectors are fetched task by task (:meth:`RepresentativeRounds._query_vectors`):
+    all of them at once would be a second copy of a round's vectors while its tasks run.
+    """
 
     unit: np.ndarray
-    vectors: np.ndarray
     reverse: np.ndarray
     check: np.ndarray
 
     @classmethod
-    def join(cls, parts: list[tuple[np.ndarray, np.ndarray, bool, bool]]) -> _Queries:
+    def join(cls, parts: list[tuple[np.ndarray, bool, bool]]) -> _Queries:
         return cls(
             np.concatenate([p[0] for p in parts]).astype(np.int64),
-            np.concatenate([p[1] for p in parts]),
+            np.concatenate([np.full(len(p[0]), p[1]) for p in parts]),
             np.concatenate([np.full(len(p[0]), p[2]) for p in parts]),
-            np.concatenate([np.full(len(p[0]), p[3]) for p in parts]),
         )
 
 
@@ -113,6 +116,11 @@ class RepresentativeRounds:
             if not first and linker.merges - merges <= until * len(reps):
                 break
 
+    def release_vectors(self) -> None:
+        """The rounds are over: drop the reverse complements' vectors (the lists stay)."""
+        self._rc_rows = np.zeros(0, np.int64)
+        self._rc_vectors = np.zeros((0, self.run.partitioner.dim), np.float16)
+
     def _embed_reverse(self, rows: np.ndarray) -> None:
         """Reverse complements of these units, in the search space (kept for later rounds)."""
         blocks = [self._rc_vectors]
@@ -123,6 +131,18 @@ class RepresentativeRounds:
 
     def _reverse_vectors(self, units: np.ndarray) -> np.ndarray:
         return self._rc_vectors[np.searchsorted(self._rc_rows, units)]
+
+    def _vectors(self, units: np.ndarray, reverse: bool) -> np.ndarray:
+        """Units' vectors (search space, float16), as read or reverse-complemented."""
+        return self._reverse_vectors(units) if reverse else self.run.vectors.take(units)
+
+    def _query_vectors(self, queries: _Queries, rows: np.ndarray) -> np.ndarray:
+        """The vectors of these query rows, each in its orientation."""
+        unit, reverse = queries.unit[rows], queries.reverse[rows]
+        out = np.empty((len(rows), self.run.partitioner.dim), np.float16)
+        out[~reverse] = self._vectors(unit[~reverse], False)
+        out[reverse] = self._vectors(unit[reverse], True)
+        return out
 
     def _partitioner(self, count: int, number: int) -> Partitioner:
         """Cells for ``count`` representatives, of a seed of this round's own."""
@@ -139,20 +159,22 @@ class RepresentativeRounds:
         """One round's queries in the cells of a fresh partitioner: checked pairs (and lists)."""
         run = self.run
         part = self._partitioner(len(reps), number)
-        db_vectors = run.vectors.take(reps)
-        db_cells = part.assign(db_vectors.astype(np.float32))
-        parts = [(reps, db_vectors, False, True)]
+        db_cells = part.assign(run.vectors.take(reps))
+        parts = [(reps, False, True)]
         if self.both:
-            parts.append((reps, self._reverse_vectors(reps), True, True))
+            parts.append((reps, True, True))
         if listed and len(self.rescue_rows):
-            rows = self.rescue_rows
-            parts.append((rows, run.vectors.take(rows), False, False))
+            parts.append((self.rescue_rows, False, False))
             if self.both:
-                parts.append((rows, self._reverse_vectors(rows), True, False))
+                parts.append((self.rescue_rows, True, False))
         queries = _Queries.join(parts)
-        home = np.concatenate([db_cells[:, 0]] + [part.assign(
-            p[1].astype(np.float32))[:, 0] for p in parts[1:]]).astype(np.int64)
+        home = np.concatenate([db_cells[:, 0]] + [
+            part.assign(self._vectors(units, reverse))[:, 0] for units, reverse, _ in parts[1:]
+        ]).astype(np.int64)
         members = [reps[m] for m in members_of_cells(db_cells, part.cells)]
+        del db_cells
+        # The tasks' threads are about to allocate: give back what earlier stages freed first.
+        trim_memory()
         return self._search(queries, home, members)
 
     def _search(self, queries: _Queries, home: np.ndarray, members: list[np.ndarray]):
@@ -170,9 +192,9 @@ class RepresentativeRounds:
                 q_data, q_lengths = _oriented(run, queries.unit[rows], queries.reverse[rows])
                 pending.append(rows)
                 yield QueryTask(cell_members, run.vectors.take(cell_members), data, lengths,
-                                queries.unit[rows], queries.vectors[rows], q_data, q_lengths,
-                                queries.reverse[rows], queries.check[rows], self.threshold,
-                                run.neighbours)
+                                queries.unit[rows], self._query_vectors(queries, rows), q_data,
+                                q_lengths, queries.reverse[rows], queries.check[rows],
+                                self.threshold, run.neighbours)
 
         out = {"lo": [], "hi": [], "parity": [], "dist": []}
         for result in run.runner.map(query_partition, tasks(), desc="searching representatives",

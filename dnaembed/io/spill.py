@@ -183,6 +183,7 @@ class SpillArray:
 
     def close(self) -> None:
         self._data = None
+        self._buffer = bytearray()  # in memory: the rows go now, not with the object
         if self._handle is not None:
             self._handle.close()
         if self._mapped is not None:

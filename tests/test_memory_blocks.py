@@ -1,0 +1,129 @@
+"""Work done in blocks to bound memory gives what the whole gives, bit for bit.
+
+The query tasks check their queries' candidates a block at a time, the k-mer
+index counts votes a block of queries at a time, the exact check calls the C
+kernel a slice of pairs at a time: each block size is a module constant, set
+here to a tiny and to a huge value on the same real input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dnaembed.cluster.candidates as candidates_module
+import dnaembed.cluster.kmers as kmers_module
+import dnaembed.cluster.partition_tasks as tasks_module
+from dnaembed.cluster.candidates import CandidatePairs, levenshtein_pairs
+from dnaembed.cluster.kmers import KmerIndex
+from dnaembed.cluster.partition_tasks import QueryTask, query_partition
+from dnaembed.cluster.rounds import NeighbourLists, distinct_pairs
+from dnaembed.cluster.threshold import Threshold
+from dnaembed.encoding import reverse_complement
+from dnaembed.io.spill import SpillArray
+
+BASES = np.array(list("ACGT"))
+
+
+def _mutated(rng, seq: str, edits: int) -> str:
+    s = list(seq)
+    for pos in rng.integers(0, len(s), edits).tolist():
+        s[pos] = str(rng.choice(BASES))
+    return "".join(s)
+
+
+def _reads(rng, strands: int, copies: int, length: int = 60) -> list[str]:
+    bases = ["".join(rng.choice(BASES, length)) for _ in range(strands)]
+    return [_mutated(rng, b, 2) for b in bases for _ in range(copies)]
+
+
+def _packed(seqs: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    data = np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8).copy()
+    return data, np.array([len(s) for s in seqs], dtype=np.int32)
+
+
+def _query_task(rng) -> QueryTask:
+    """Members and queries (as read, reverse-complemented; checked, listed) of one strand set,
+    with vectors that place copies of a strand together."""
+    # Copies of a strand sequenced either way: a reverse-complemented query finds the others.
+    reads = [reverse_complement(r) if i % 2 else r
+             for i, r in enumerate(_reads(rng, strands=40, copies=5))]
+    centres = rng.normal(size=(40, 8))
+    vectors = (np.repeat(centres, 5, axis=0) + 0.05 * rng.normal(size=(200, 8)))
+    members = np.arange(0, 200, 2, dtype=np.int64)  # every other read is a member
+    queries = np.concatenate([np.arange(200), np.arange(0, 200, 3)]).astype(np.int64)
+    reverse = np.zeros(len(queries), dtype=bool)
+    reverse[200:] = True
+    check = np.ones(len(queries), dtype=bool)
+    check[::4] = False
+    query_seqs = [reverse_complement(reads[u]) if r else reads[u]
+                  for u, r in zip(queries.tolist(), reverse.tolist())]
+    data, lengths = _packed([reads[m] for m in members.tolist()])
+    q_data, q_lengths = _packed(query_seqs)
+    return QueryTask(members, vectors[members].astype(np.float16), data, lengths, queries,
+                     vectors[queries].astype(np.float16), q_data, q_lengths, reverse, check,
+                     Threshold(12, "user", reference_length=60.0), neighbours=6)
+
+
+def test_query_task_in_check_blocks_gives_the_same_pairs_and_lists(monkeypatch):
+    task = _query_task(np.random.default_rng(3))
+    monkeypatch.setattr(tasks_module, "QUERY_CHECK_BLOCK", 1 << 20)
+    whole = query_partition(task)
+    monkeypatch.setattr(tasks_module, "QUERY_CHECK_BLOCK", 7)
+    blocks = query_partition(task)
+    assert len(whole.lo) > 50 and whole.parity.any() and len(whole.listed) > 20
+    n = 200
+    assert all(np.array_equal(a, b) for a, b in zip(
+        distinct_pairs(whole.lo, whole.hi, whole.parity, whole.dist, n=n),
+        distinct_pairs(blocks.lo, blocks.hi, blocks.parity, blocks.dist, n=n)))
+    assert whole.candidates == blocks.candidates
+    for field in ("listed", "indices", "distances"):
+        assert np.array_equal(getattr(whole, field), getattr(blocks, field)), field
+
+
+def test_kmer_votes_in_blocks_give_the_same_candidates(monkeypatch):
+    rng = np.random.default_rng(5)
+    targets = _reads(rng, strands=300, copies=1, length=50)
+    picks = rng.integers(0, len(targets), 400)
+    queries = [reverse_complement(targets[i][5:45]) if j % 2 else _mutated(rng, targets[i], 3)
+               for j, i in enumerate(picks.tolist())]
+    index = KmerIndex(targets, both=True, k=10)
+    monkeypatch.setattr(kmers_module, "VOTE_BLOCK", 1 << 20)
+    found, flips = index.candidates(queries, 3)
+    monkeypatch.setattr(kmers_module, "VOTE_BLOCK", 13)
+    found_blocks, flips_blocks = index.candidates(queries, 3)
+    assert (found[:, 0] == picks).mean() > 0.9
+    assert np.array_equal(found, found_blocks) and np.array_equal(flips, flips_blocks)
+
+
+def test_exact_check_in_slices_gives_the_same_distances(monkeypatch):
+    rng = np.random.default_rng(7)
+    seqs = _reads(rng, strands=30, copies=4)
+    rc = [reverse_complement(s) for s in seqs]
+    lo = rng.integers(0, 119, 500)
+    pairs = CandidatePairs(lo, lo + 1 + rng.integers(0, 119 - lo), rng.integers(0, 2, 500)
+                           .astype(np.int8), np.zeros(500, np.float32))
+    monkeypatch.setattr(candidates_module, "CHECK_BATCH", 1 << 20)
+    whole = levenshtein_pairs(seqs, rc, pairs, cutoff=20)
+    monkeypatch.setattr(candidates_module, "CHECK_BATCH", 17)
+    assert np.array_equal(whole, levenshtein_pairs(seqs, rc, pairs, cutoff=20))
+    assert (whole <= 4).any() and (whole == 21).any()
+
+
+def test_neighbour_lists_keep_unit_ids_in_int32():
+    lists = NeighbourLists(np.array([3, 8, 11]), k=2, both=True)
+    lists.put(np.array([8, 3]), np.array([True, False]), np.array([[5, -1], [9, 2]]),
+              np.array([[0.5, np.inf], [1.0, 2.0]], dtype=np.float32))
+    indices, distances = lists(np.array([3, 8]))
+    assert indices.dtype == np.int32
+    assert indices.tolist() == [[9, 2, -1, -1], [-1, -1, 5, -1]]
+    assert distances[1, 2] == pytest.approx(0.5)
+
+
+def test_closed_in_memory_array_lets_its_rows_go():
+    array = SpillArray((4,), np.float16)
+    array.append(np.ones((1000, 4)))
+    array.finish()
+    assert array.take(np.array([0, 999])).shape == (2, 4)
+    array.close()
+    assert array._buffer == bytearray()
