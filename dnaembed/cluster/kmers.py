@@ -28,7 +28,7 @@ MAX_TARGETS_PER_KMER = 16
 
 #: Targets, and queries, whose k-mers are computed at a time (bounds the memory of a search
 #: over hundreds of thousands of targets to a block's, whatever their number).
-TARGET_BLOCK = 1_024
+TARGET_BLOCK = 2_048
 QUERY_BLOCK = 4_096
 #: Queries whose votes are counted at a time (their hits are the block's largest arrays).
 VOTE_BLOCK = 1_024
