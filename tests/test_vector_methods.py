@@ -10,9 +10,11 @@ import pytest
 from conftest import assert_clean_error, run_cli
 
 from dnaembed.cluster import DbscanClusterer, KMeansClusterer
-from dnaembed.cluster.candidates import CandidatePairs
+from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs
 from dnaembed.cluster.density import core_distances, density_clusters
 from dnaembed.cluster.neighbour_kmeans import NeighbourGraph, greedy_seeds
+from dnaembed.cluster.search import Neighbours
+from dnaembed.encoding import reverse_complement
 from dnaembed.evaluate.clustering import clustering_scores
 from dnaembed.model.checkpoint import load_model
 from dnaembed.model.inference import embed_sequences
@@ -158,7 +160,6 @@ def test_greedy_seeding_seeds_every_strand_of_several_reads(model):
     strands = set(sim.strand.tolist())
     est = KMeansClusterer(n_clusters=len(strands), niter=0, rescue=False).fit(x, sim.seqs)
     assert scores(sim, est.labels_)["A_0.9"] >= 0.95
-    from dnaembed.cluster.candidates import candidate_pairs
     from dnaembed.cluster.search import NeighbourIndex, self_neighbours
 
     found = self_neighbours(NeighbourIndex(x, kind="exact"), x, 16)
@@ -185,6 +186,68 @@ def test_kmeans_estimates_k_and_refines_exactly(model):
     again = cluster_reads(sim.seqs, model, method="kmeans",
                           params={"n_clusters": 34, "refine": True})
     assert np.array_equal(again.labels, refined.labels)
+
+
+def reference_lloyd(x, w, graph, seeds, niter):
+    """Lloyd on the graph, everything recomputed each iteration (float64, one read at a time)."""
+    x64 = x.astype(np.float64)
+    centroids = x64[seeds].copy()
+    assign = np.full(len(x), -1)
+    assign[seeds] = np.arange(len(seeds))
+    history = []
+    for step in range(niter + 1):
+        if step:
+            for c in range(len(seeds)):
+                mine = assign == c
+                if mine.any():
+                    centroids[c] = (w[mine, None] * x64[mine]).sum(0) / w[mine].sum()
+        new = assign.copy()
+        for i in range(len(x)):
+            nb = graph.indices[graph.indptr[i]:graph.indptr[i + 1]]
+            cands = sorted(({int(c) for c in assign[nb]} | {int(assign[i])}) - {-1})
+            if not cands:
+                cands = list(range(len(seeds)))
+            d = ((x64[i] - centroids[cands]) ** 2).sum(1)
+            new[i] = cands[int(np.argmin(d))]
+        history.append(int((new != assign).sum()))
+        assign = new
+        if step and history[-1] == 0:
+            break
+    return assign, history
+
+
+def test_lloyd_recomputing_only_what_changed_matches_a_full_recomputation():
+    # Gaussian blobs, a 6-NN graph, seeds drawn at random (several in some blobs, none in
+    # others), so that reads keep moving for several iterations.
+    from dnaembed.cluster.neighbour_kmeans import lloyd
+
+    rng = np.random.default_rng(4)
+    centres = rng.normal(0, 10, (40, 16))
+    x = (centres[rng.integers(0, 40, 1200)] + rng.normal(0, 1.5, (1200, 16))).astype(np.float32)
+    w = rng.integers(1, 4, len(x)).astype(np.float64)
+    d2 = ((x[:, None, :].astype(np.float64) - x[None]) ** 2).sum(-1)
+    nearest = np.argsort(d2, axis=1)[:, :7]
+    found = Neighbours(np.take_along_axis(d2, nearest, 1).astype(np.float32), nearest)
+    graph = NeighbourGraph.from_pairs(len(x), candidate_pairs(found))
+    seeds = np.sort(rng.choice(len(x), 35, replace=False))
+    expected, history = reference_lloyd(x, w, graph, seeds, 20)
+    assert len(history) >= 4 and history[2] > 0  # moves after the first full pass
+    assign, dist = lloyd(x, w, graph, seeds, 20)
+    assert np.array_equal(assign, expected)
+    centroids = np.stack([np.average(x[assign == c], axis=0, weights=w[assign == c])
+                          for c in assign])
+    np.testing.assert_allclose(dist, ((x - centroids) ** 2).sum(1), rtol=1e-4, atol=1e-3)
+
+
+def test_kmeans_same_seed_same_output_whatever_the_threads(model):
+    sim = simulated("nanopore", 60, reverse=0.5, coverage=8, seed=6)
+    x = embed_sequences(model, sim.seqs)
+    rc = embed_sequences(model, [reverse_complement(s) for s in sim.seqs])
+    runs = [KMeansClusterer(threads=t, seed=2, refine=True).fit(x, sim.seqs, reverse=rc)
+            for t in (1, 2)]
+    assert np.array_equal(runs[0].labels_, runs[1].labels_)
+    assert np.array_equal(runs[0].orientation_, runs[1].orientation_)
+    assert scores(sim, runs[0].labels_)["A_0.9"] >= 0.95
 
 
 # ------------------------------------------------------------------ scikit-learn

@@ -152,9 +152,8 @@ class KMeansClusterer(Clusterer):
         out = assign.copy()
         # Over the cut: the nearest representative within it among the neighbours' clusters.
         leaving = rows[~ok]
-        src = np.repeat(np.arange(n), np.diff(graph.indptr))
-        pick = np.isin(src, leaving)
-        cand = np.unique(np.stack([src[pick], assign[graph.indices[pick]]]), axis=1)
+        pick = np.isin(graph.sources, leaving)
+        cand = np.unique(np.stack([graph.sources[pick], assign[graph.indices[pick]]]), axis=1)
         cand = cand[:, cand[1] != assign[cand[0]]]
         dist = self._distances(data, cand[0], rep_of[cand[1]], flip, threshold)
         close = dist >= 0
