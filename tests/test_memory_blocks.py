@@ -1,9 +1,9 @@
 """Work done in blocks to bound memory gives what the whole gives, bit for bit.
 
 The query tasks check their queries' candidates a block at a time, the k-mer
-index counts votes a block of queries at a time, the exact check calls the C
-kernel a slice of pairs at a time: each block size is a module constant, set
-here to a tiny and to a huge value on the same real input.
+index streams its targets a block at a time through a block of queries, the
+exact check calls the C kernel a slice of pairs at a time: each block size is a
+module constant, set here to a tiny and to a huge value on the same real input.
 """
 
 from __future__ import annotations
@@ -87,13 +87,36 @@ def test_kmer_votes_in_blocks_give_the_same_candidates(monkeypatch):
     picks = rng.integers(0, len(targets), 400)
     queries = [reverse_complement(targets[i][5:45]) if j % 2 else _mutated(rng, targets[i], 3)
                for j, i in enumerate(picks.tolist())]
-    index = KmerIndex(targets, both=True, k=10)
-    monkeypatch.setattr(kmers_module, "VOTE_BLOCK", 1 << 20)
-    found, flips = index.candidates(queries, 3)
-    monkeypatch.setattr(kmers_module, "VOTE_BLOCK", 13)
-    found_blocks, flips_blocks = index.candidates(queries, 3)
+    found, flips = KmerIndex(targets, both=True, k=10).candidates(queries, 3)
+    monkeypatch.setattr(kmers_module, "TARGET_BLOCK", 7)
+    monkeypatch.setattr(kmers_module, "QUERY_BLOCK", 13)
+    found_blocks, flips_blocks = KmerIndex(targets, both=True, k=10).candidates(queries, 3)
     assert (found[:, 0] == picks).mean() > 0.9
     assert np.array_equal(found, found_blocks) and np.array_equal(flips, flips_blocks)
+
+
+class _CountingTargets(list):
+    """Targets that count how often each is read."""
+
+    def __init__(self, seqs):
+        super().__init__(seqs)
+        self.reads = np.zeros(len(seqs), dtype=np.int64)
+
+    def __getitem__(self, i):
+        self.reads[i] += 1
+        return super().__getitem__(i)
+
+
+def test_kmer_index_reads_its_targets_twice_whatever_the_number_of_queries():
+    # Both grow with the input: reading the targets once per block of queries would cost
+    # the square of it (the rescue at 10^6 reads).
+    rng = np.random.default_rng(6)
+    targets = _CountingTargets(_reads(rng, strands=50, copies=1, length=40))
+    queries = [_mutated(rng, targets[i % 50], 2) for i in range(3 * 4_096 + 1)]
+    targets.reads[:] = 0
+    found, _ = KmerIndex(targets, both=True, k=10).candidates(queries, 2)
+    assert (found[:, 0] == np.arange(len(queries)) % 50).mean() > 0.95
+    assert targets.reads.tolist() == [2] * 50
 
 
 def test_exact_check_in_slices_gives_the_same_distances(monkeypatch):

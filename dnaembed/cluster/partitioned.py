@@ -361,10 +361,12 @@ class _Run:
         for result in self.runner.map(search_partition, tasks(), desc="searching partitions",
                                       unit="partition"):
             for key in names:
-                parts[key].append(getattr(result, key))
+                # 4-byte numbers: the pairs of every partition are held until all are in.
+                parts[key].append(getattr(result, key).astype(np.int32))
             self.stage.count("candidate_pairs", result.candidates)
             self.stage.count("cpu_search", result.cpu_seconds)
-        joined = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()}
+        joined = {k: np.concatenate(parts.pop(k)) if parts[k] else np.zeros(0, np.int32)
+                  for k in names}
         n = len(self.units)
         zero = np.zeros(len(joined["lo"]), np.int8)
         lo, hi, _, dist = distinct_pairs(joined["lo"], joined["hi"], zero, joined["dist"], n=n)
