@@ -17,7 +17,7 @@ import dnaembed.cluster.partition_tasks as tasks_module
 from dnaembed.cluster.candidates import CandidatePairs, levenshtein_pairs
 from dnaembed.cluster.kmers import KmerIndex
 from dnaembed.cluster.partition_tasks import QueryTask, query_partition
-from dnaembed.cluster.rounds import NeighbourLists, distinct_pairs
+from dnaembed.cluster.rounds import NeighbourLists, PairCollector, distinct_pairs
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
 from dnaembed.io.spill import SpillArray
@@ -93,6 +93,25 @@ def test_kmer_votes_in_blocks_give_the_same_candidates(monkeypatch):
     found_blocks, flips_blocks = KmerIndex(targets, both=True, k=10).candidates(queries, 3)
     assert (found[:, 0] == picks).mean() > 0.9
     assert np.array_equal(found, found_blocks) and np.array_equal(flips, flips_blocks)
+
+
+@pytest.mark.parametrize("n", [1_000, 2**30])  # packed as one number, and not
+def test_pairs_collected_task_by_task_are_each_pair_once(n):
+    rng = np.random.default_rng(8)
+    lo = rng.integers(0, 900, 3_000)
+    hi = lo + rng.integers(1, 50, 3_000)
+    parity = rng.integers(0, 2, 3_000).astype(np.int8)
+    dist = (lo * 7 + hi + parity) % 30  # one distance per pair, wherever it is found
+    pairs = PairCollector(n, 29)
+    assert pairs.packed == (n == 1_000)
+    for part in np.array_split(np.arange(3_000), 7):  # every pair found in two tasks
+        pairs.add(lo[part], hi[part], parity[part], dist[part])
+        pairs.add(lo[part[::-1]], hi[part[::-1]], parity[part[::-1]], dist[part[::-1]])
+    got = pairs.distinct()
+    want = sorted(set(zip(lo.tolist(), hi.tolist(), parity.tolist(), dist.tolist())))
+    assert list(zip(*(a.tolist() for a in got))) == want
+    with pytest.raises(ValueError, match="above the bound"):
+        pairs.add(lo[:1], hi[:1], parity[:1], np.array([30]))
 
 
 class _CountingTargets(list):
