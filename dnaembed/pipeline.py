@@ -184,6 +184,7 @@ def clustered_files(
         try:
             work = plan_work(memory, runner, units=len(units), model=model, params=params)
             logger.info("%s", work.describe())
+            _spill_reads(store, work.reads_in_memory)
             graph = {k: params[k] for k in ("max_dist", "neighbours", "guard", "guard_factor",
                                             "rescue", "rescue_max_size", "split") if k in params}
             found = cluster_units(units, model, runner, plan=work.plan, spill=spill, both=both,
@@ -203,6 +204,17 @@ def clustered_files(
             yield result, store
         finally:
             store.close()
+
+
+def _spill_reads(store, limit: int | None) -> None:
+    """Reads kept in memory while streaming (when their number was not known) beyond what
+    the plan leaves them, to the tmpdir now."""
+    if limit is None:
+        return
+    spilled = store.spill_beyond(limit)
+    if spilled:
+        logger.info("%s spilled to the tmpdir (the plan leaves the reads %s MB in memory)",
+                    " and ".join(spilled), f"{limit / (1 << 20):,.0f}")
 
 
 def _read_units(paths, spill, spill_after: int | None, both: bool, keep_quals: bool,

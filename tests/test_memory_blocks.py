@@ -1,9 +1,9 @@
 """Work done in blocks to bound memory gives what the whole gives, bit for bit.
 
 The query tasks check their queries' candidates a block at a time, the k-mer
-index counts votes a block of queries at a time, the exact check calls the C
-kernel a slice of pairs at a time: each block size is a module constant, set
-here to a tiny and to a huge value on the same real input.
+index streams its targets a block at a time through a block of queries, the
+exact check calls the C kernel a slice of pairs at a time: each block size is a
+module constant, set here to a tiny and to a huge value on the same real input.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import dnaembed.cluster.partition_tasks as tasks_module
 from dnaembed.cluster.candidates import CandidatePairs, levenshtein_pairs
 from dnaembed.cluster.kmers import KmerIndex
 from dnaembed.cluster.partition_tasks import QueryTask, query_partition
-from dnaembed.cluster.rounds import NeighbourLists, distinct_pairs
+from dnaembed.cluster.rounds import NeighbourLists, PairCollector, distinct_pairs
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
 from dnaembed.io.spill import SpillArray
@@ -87,13 +87,55 @@ def test_kmer_votes_in_blocks_give_the_same_candidates(monkeypatch):
     picks = rng.integers(0, len(targets), 400)
     queries = [reverse_complement(targets[i][5:45]) if j % 2 else _mutated(rng, targets[i], 3)
                for j, i in enumerate(picks.tolist())]
-    index = KmerIndex(targets, both=True, k=10)
-    monkeypatch.setattr(kmers_module, "VOTE_BLOCK", 1 << 20)
-    found, flips = index.candidates(queries, 3)
-    monkeypatch.setattr(kmers_module, "VOTE_BLOCK", 13)
-    found_blocks, flips_blocks = index.candidates(queries, 3)
+    found, flips = KmerIndex(targets, both=True, k=10).candidates(queries, 3)
+    monkeypatch.setattr(kmers_module, "TARGET_BLOCK", 7)
+    monkeypatch.setattr(kmers_module, "QUERY_BLOCK", 13)
+    found_blocks, flips_blocks = KmerIndex(targets, both=True, k=10).candidates(queries, 3)
     assert (found[:, 0] == picks).mean() > 0.9
     assert np.array_equal(found, found_blocks) and np.array_equal(flips, flips_blocks)
+
+
+@pytest.mark.parametrize("n", [1_000, 2**30])  # packed as one number, and not
+def test_pairs_collected_task_by_task_are_each_pair_once(n):
+    rng = np.random.default_rng(8)
+    lo = rng.integers(0, 900, 3_000)
+    hi = lo + rng.integers(1, 50, 3_000)
+    parity = rng.integers(0, 2, 3_000).astype(np.int8)
+    dist = (lo * 7 + hi + parity) % 30  # one distance per pair, wherever it is found
+    pairs = PairCollector(n, 29)
+    assert pairs.packed == (n == 1_000)
+    for part in np.array_split(np.arange(3_000), 7):  # every pair found in two tasks
+        pairs.add(lo[part], hi[part], parity[part], dist[part])
+        pairs.add(lo[part[::-1]], hi[part[::-1]], parity[part[::-1]], dist[part[::-1]])
+    got = pairs.distinct()
+    want = sorted(set(zip(lo.tolist(), hi.tolist(), parity.tolist(), dist.tolist())))
+    assert list(zip(*(a.tolist() for a in got))) == want
+    with pytest.raises(ValueError, match="above the bound"):
+        pairs.add(lo[:1], hi[:1], parity[:1], np.array([30]))
+
+
+class _CountingTargets(list):
+    """Targets that count how often each is read."""
+
+    def __init__(self, seqs):
+        super().__init__(seqs)
+        self.reads = np.zeros(len(seqs), dtype=np.int64)
+
+    def __getitem__(self, i):
+        self.reads[i] += 1
+        return super().__getitem__(i)
+
+
+def test_kmer_index_reads_its_targets_twice_whatever_the_number_of_queries():
+    # Both grow with the input: reading the targets once per block of queries would cost
+    # the square of it (the rescue at 10^6 reads).
+    rng = np.random.default_rng(6)
+    targets = _CountingTargets(_reads(rng, strands=50, copies=1, length=40))
+    queries = [_mutated(rng, targets[i % 50], 2) for i in range(3 * 4_096 + 1)]
+    targets.reads[:] = 0
+    found, _ = KmerIndex(targets, both=True, k=10).candidates(queries, 2)
+    assert (found[:, 0] == np.arange(len(queries)) % 50).mean() > 0.95
+    assert targets.reads.tolist() == [2] * 50
 
 
 def test_exact_check_in_slices_gives_the_same_distances(monkeypatch):

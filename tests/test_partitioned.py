@@ -122,6 +122,41 @@ def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
     assert not directory.exists()
 
 
+def test_reads_kept_in_memory_while_streaming_are_spilled_when_the_plan_says(tmp_path, write):
+    # The number of reads, and so the room they may take, is known only after reading.
+    a = write("a.fq", "".join(f"@r{i}\n{'ACGT' * (i + 1)}\n+\n{'I' * 4 * (i + 1)}\n"
+                              for i in range(40)))
+    (tmp_path / "spill").mkdir()
+    with SpillDir(tmp_path / "spill") as spill:
+        store = stream_reads([a], spill=spill, spill_after=1 << 20, keep_quals=True)
+        before = (store.ids.take(np.arange(40)), store.seqs.take(np.arange(40)))
+        assert not store.seqs.spilled
+        assert store.spill_beyond(1 << 20) == []
+        assert store.spill_beyond(store.ids.nbytes) == ["sequences", "qualities"]
+        assert store.seqs.spilled and store.quals.spilled and not store.ids.spilled
+        assert (store.ids.take(np.arange(40)), store.seqs.take(np.arange(40))) == before
+        assert store.seqs[39] == "ACGT" * 40 and store.quals[0] == "IIII"
+        assert store.spill_beyond(0) == ["ids"] and store.spill_beyond(0) == []
+        store.close()
+
+
+def test_the_closest_cells_are_those_a_stable_sort_puts_first():
+    from dnaembed.cluster.partition import _closest
+
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        rows, cols = int(rng.integers(1, 40)), int(rng.integers(1, 25))
+        # Ties (small integers) and cells that never count (inf), sometimes most of them.
+        values = (rng.integers(0, 4, (rows, cols)).astype(float) if trial % 2
+                  else rng.normal(size=(rows, cols)))
+        values[rng.random((rows, cols)) < (0.7 if trial % 3 == 0 else 0.1)] = np.inf
+        take = int(rng.integers(1, cols + 1))
+        want = np.argsort(values, axis=1, kind="stable")[:, :take]
+        got, closest = _closest(values.copy(), take)
+        assert np.array_equal(got, want), trial
+        assert np.array_equal(closest, np.take_along_axis(values, want, axis=1)), trial
+
+
 def test_read_store_streams_several_files_and_refuses_a_repeated_id(tmp_path, write):
     a = write("a.fa", ">r1\nACGT\n>r2\nacgn\n")
     b = write("b.fq", "@r3\nAAAA\n+\nIIII\n@r4\n\n+\n\n")

@@ -38,10 +38,11 @@ VECTORS_SHARE = 0.15
 TASK_SHARE = 0.5
 #: Per read of a task (vectors as float32, sequences as strings, neighbours, pairs).
 TASK_BYTES_PER_READ = 2_000
-#: Per distinct read, in this process, whatever is spilled: measured 814 bytes (3 x 10^6
-#: reads under --memory 2G peaked at 2,630 MiB, docs/scaling.md), so that a budget too
-#: small for the client's state is refused before the work instead of exceeded.
-CLIENT_BYTES_PER_READ = 850
+#: Per distinct read, in this process, whatever is spilled: measured 485 bytes (3 x 10^6
+#: reads under --memory 2G peaked at 1,783 MiB with 74 MB of reads in memory,
+#: docs/scaling.md), so that a budget too small for the client's state is refused before
+#: the work instead of exceeded.
+CLIENT_BYTES_PER_READ = 520
 #: Smallest partition and chunk a budget may force.
 MIN_TASK_READS = 256
 

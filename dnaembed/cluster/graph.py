@@ -143,6 +143,10 @@ class GraphClusterer(Clusterer):
         return groups
 
 
+#: Pairs linked per block (see :meth:`_GuardedLinker.link`).
+LINK_BLOCK = 65_536
+
+
 class _GuardedLinker:
     """Kruskal-order linking with orientation, guarded by checks between representatives."""
 
@@ -171,15 +175,22 @@ class _GuardedLinker:
         return np.array(sorted(self.rep[r] for r in roots), dtype=np.int64)
 
     def link(self, edges: CandidatePairs, dist: np.ndarray) -> None:
+        """Link ``edges`` (checked distances ``dist``) in Kruskal order: shortest first."""
+        order = np.lexsort((edges.hi, edges.lo, dist))
+        # Python ints for a block of pairs at a time: a list of every pair would take
+        # ~100 bytes per pair (10^8 bytes per 10^6 reads) for a moment.
+        for start in range(0, len(order), LINK_BLOCK):
+            block = order[start : start + LINK_BLOCK]
+            self._link_in_order(edges.lo[block].tolist(), edges.hi[block].tolist(),
+                                edges.parity[block].tolist())
+
+    def _link_in_order(self, lo: list[int], hi: list[int], parity: list[int]) -> None:
         from rapidfuzz.distance import Levenshtein
 
-        order = np.lexsort((edges.hi, edges.lo, dist))
         uf, rep, rep_parity, deg = self.uf, self.rep, self.rep_parity, self.deg
         weight = self.weight
         seqs, rc = self.seqs, self.rc
-        for i, j, p in zip(
-            edges.lo[order].tolist(), edges.hi[order].tolist(), edges.parity[order].tolist()
-        ):
+        for i, j, p in zip(lo, hi, parity):
             ri, pi = uf.find(i)
             rj, pj = uf.find(j)
             if ri == rj:

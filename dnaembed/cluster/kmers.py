@@ -6,6 +6,15 @@ its strand. :class:`KmerIndex` holds the k-mers of a set of target sequences,
 both orientations, and returns for each query the targets that share the most
 k-mers with it. K-mers found in many targets (primers and adapters shared by
 every strand) carry no information and are left out.
+
+Why this shape: the rescue asks about tens of thousands of reads against every
+cluster's representative, and both grow with the input. Indexing the *queries*
+(a table over all 4^k k-mers) and streaming the targets through it block by
+block costs two passes over the targets whatever the number of queries (one to
+find the common k-mers, one to vote); a target's votes are complete within its
+block, so each block's best targets merge into a running top list. An index of
+the targets, searched once per block of queries, would read every target once
+per block, which grows as the square of the input.
 """
 
 from __future__ import annotations
@@ -14,154 +23,155 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dnaembed.arrays import sorted_unique
+from dnaembed.arrays import rank_in_groups, sorted_unique
 from dnaembed.encoding import kmer_codes, reverse_complement
 
 #: k-mer length: 4^12 = 16.8 M possible k-mers, so two unrelated 150-nt strands share
 #: one by chance with probability ~0.1%; a 12-mer survives a 1.5%-error read 83% of the time.
 K = 12
-
+#: Longest k: the tables hold one entry per possible k-mer (4^13 = 67 M).
+MAX_K = 13
 
 #: A k-mer in more targets than this is uninformative (shared primers) and ignored.
 MAX_TARGETS_PER_KMER = 16
 
-
-#: Targets, and queries, whose k-mers are computed at a time (bounds the memory of a search
-#: over hundreds of thousands of targets to a block's, whatever their number).
+#: Targets, and queries, whose k-mers are held at a time: a search's memory is a block's,
+#: whatever the number of targets; each block of queries reads the targets once more.
 TARGET_BLOCK = 2_048
-QUERY_BLOCK = 4_096
-#: Queries whose votes are counted at a time (their hits are the block's largest arrays).
-VOTE_BLOCK = 1_024
+QUERY_BLOCK = 32_768
 
 
 class KmerIndex:
     """k-mers of target sequences (each in both orientations when ``both``).
 
-    ``targets`` may be any sequence of strings, read block by block: a search
-    keeps only the target k-mers that its queries hold, so its memory does not
-    grow with the number of targets.
+    ``targets`` may be any sequence of strings, read block by block: memory
+    does not grow with the number of targets.
     """
 
     def __init__(self, targets: Sequence[str], *, both: bool, k: int = K,
                  max_targets: int = MAX_TARGETS_PER_KMER) -> None:
+        if not 1 <= k <= MAX_K:
+            raise ValueError(f"k-mer length must be 1..{MAX_K}, not {k}")
         self.k = k
         self.targets = targets
         self.both = both
         self.max_targets = max_targets
+        self._common: np.ndarray | None = None
 
-    def _entries(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(k-mer, target, flip) of every target k-mer in ``wanted`` (sorted), one entry per
-        (k-mer, target orientation); k-mers in too many distinct targets left out."""
+    def _blocks(self):
+        """(first target, block size, k-mer codes, owner) per block of targets, one entry
+        per distinct (k-mer, target orientation); owner ``m + i`` is target ``i``'s reverse."""
         n = len(self.targets)
-        values, owners = [], []
-        dead = np.zeros(0, np.int64)  # k-mers already in more than max_targets targets
         for start in range(0, n, TARGET_BLOCK):
             block = [self.targets[i] for i in range(start, min(start + TARGET_BLOCK, n))]
             m = len(block)
             seqs = block + ([reverse_complement(t) for t in block] if self.both else [])
             v, owner = kmer_codes(seqs, self.k)
-            at = np.minimum(np.searchsorted(wanted, v), max(len(wanted) - 1, 0))
-            keep = (wanted[at] == v) if len(wanted) else np.zeros(len(v), bool)
-            v, owner = v[keep], owner[keep]
-            # Owner numbering of the whole target set: n..2n-1 is the reverse of owner - n.
-            owner = np.where(owner >= m, owner - m + n, owner) + start
-            values.append(v)
-            owners.append(owner)
-            if len(dead) or start + TARGET_BLOCK < n:
-                wanted, dead = self._drop_common(wanted, values, owners, n, dead)
-        if not values:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8)
-        n_owner = max(2 * n if self.both else n, 1)
-        key = sorted_unique(np.concatenate(values) * n_owner + np.concatenate(owners))
-        values, owner = key // n_owner, key % n_owner
-        target = owner % max(n, 1)
-        flip = (owner >= n).astype(np.int8)
-        # Drop k-mers present in too many distinct targets (either orientation counts once).
-        per_target = sorted_unique(values * max(n, 1) + target) // max(n, 1)
-        kmer, n_targets = sorted_unique(per_target, return_counts=True)
-        keep = ~np.isin(values, np.concatenate([kmer[n_targets > self.max_targets], dead]))
-        return values[keep], target[keep], flip[keep]
+            key = sorted_unique(v * (2 * m) + owner)
+            yield start, m, key // (2 * m), key % (2 * m)
 
-    def _drop_common(self, wanted, values, owners, n, dead):
-        """Stop collecting k-mers already in more than max_targets targets (shared primers)."""
-        v = np.concatenate(values)
-        target = np.concatenate(owners) % max(n, 1)
-        per_target = sorted_unique(v * max(n, 1) + target) // max(n, 1)
-        kmer, counts = sorted_unique(per_target, return_counts=True)
-        common = kmer[counts > self.max_targets]
-        if len(common) == 0:
-            return wanted, dead
-        keep = ~np.isin(v, common)
-        values[:] = [v[keep]]
-        owners[:] = [np.concatenate(owners)[keep]]
-        return wanted[~np.isin(wanted, common)], np.union1d(dead, common)
+    def common(self) -> np.ndarray:
+        """Per possible k-mer: True if more than ``max_targets`` targets hold it (either
+        orientation counts once). Computed on first use, in one pass over the targets."""
+        if self._common is None:
+            held_by = np.zeros(4**self.k, dtype=np.int32)
+            for _, m, values, owner in self._blocks():
+                per_target = sorted_unique(values * m + owner % m) // m
+                kmer, n_targets = sorted_unique(per_target, return_counts=True)
+                held_by[kmer] += n_targets.astype(np.int32)
+            self._common = held_by > self.max_targets
+        return self._common
 
     def candidates(self, queries: Sequence[str], top: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``top`` targets sharing the most k-mers with each query.
 
         Returns ``(targets, flips)`` arrays of shape ``(len(queries), top)``, -1
         where there are fewer; ``flip`` 1 means the query matches the target's
-        reverse complement.
+        reverse complement. Ties: the lower target number first.
         """
-        m = len(queries)
-        out_t = np.full((m, top), -1, dtype=np.int64)
-        out_f = np.zeros((m, top), dtype=np.int8)
-        for start in range(0, m, QUERY_BLOCK):
-            block = list(queries[start : start + QUERY_BLOCK])
-            t, f = self._candidates_block(block, top)
-            out_t[start : start + len(block)] = t
-            out_f[start : start + len(block)] = f
-        return out_t, out_f
-
-    def _candidates_block(self, queries: list[str], top: int) -> tuple[np.ndarray, np.ndarray]:
         m = len(queries)
         out_t = np.full((m, top), -1, dtype=np.int64)
         out_f = np.zeros((m, top), dtype=np.int8)
         if m == 0 or len(self.targets) == 0:
             return out_t, out_f
-        values, query = kmer_codes(queries, self.k)
-        key = sorted_unique(values * m + query)  # a k-mer counts once per query
-        del values, query
-        query, values = key % m, key // m
-        del key
-        entries = self._entries(sorted_unique(values))
-        if len(entries[0]) == 0:
-            return out_t, out_f
-        # Each query's votes are its own: counted for a few queries at a time, so that the
-        # hits (one per query k-mer and target holding it) never all exist at once.
-        for start in range(0, m, VOTE_BLOCK):
-            mine = (query >= start) & (query < start + VOTE_BLOCK)
-            self._vote(values[mine], query[mine], entries, top, out_t, out_f)
+        common = self.common()
+        for start in range(0, m, QUERY_BLOCK):
+            block = list(queries[start : start + QUERY_BLOCK])
+            best = _TopTargets(len(block), top)
+            table = _QueryTable(block, self.k, common)
+            for first, size, values, owner in self._blocks():
+                best.merge(*table.votes(values, owner, size), size, first)
+            out_t[start : start + len(block)], out_f[start : start + len(block)] = best.result()
         return out_t, out_f
 
-    @staticmethod
-    def _vote(values: np.ndarray, query: np.ndarray, entries, top: int, out_t: np.ndarray,
-              out_f: np.ndarray) -> None:
-        """The ``top`` targets of these queries (their k-mers ``values``), into the outputs."""
-        index_values, index_target, index_flip = entries
-        lo = np.searchsorted(index_values, values, side="left")
-        hi = np.searchsorted(index_values, values, side="right")
-        hits = hi - lo
-        q = np.repeat(query, hits)
-        # Entry positions: lo..hi-1 for each query k-mer.
-        starts = np.repeat(lo - np.concatenate([[0], np.cumsum(hits)[:-1]]), hits)
-        pos = starts + np.arange(int(hits.sum()))
-        t = index_target[pos]
-        f = index_flip[pos].astype(np.int64)
-        n_t = int(index_target.max()) + 1 if len(index_target) else 1
-        combo, votes = sorted_unique((q * n_t + t) * 2 + f, return_counts=True)
-        cq = combo // 2 // n_t
-        ct = combo // 2 % n_t
-        cf = combo % 2
-        # Most votes first within each query; ties: lower target id.
-        order = np.lexsort((ct, -votes, cq))
-        cq, ct, cf = cq[order], ct[order], cf[order]
-        # Keep each target once per query (its better orientation comes first).
-        seen = np.unique(cq * n_t + ct, return_index=True)[1]
-        keep = np.zeros(len(cq), dtype=bool)
-        keep[seen] = True
-        cq, ct, cf = cq[keep], ct[keep], cf[keep]
-        rank = np.arange(len(cq)) - np.searchsorted(cq, cq, side="left")
-        sel = rank < top
-        out_t[cq[sel], rank[sel]] = ct[sel]
-        out_f[cq[sel], rank[sel]] = cf[sel]
+
+class _QueryTable:
+    """The queries' k-mers by k-mer: a table over all 4^k k-mers of where each one's
+    queries start in ``query`` (a k-mer counts once per query; common k-mers left out)."""
+
+    def __init__(self, queries: list[str], k: int, common: np.ndarray) -> None:
+        m = len(queries)
+        values, query = kmer_codes(queries, k)
+        key = sorted_unique(values * m + query)
+        values, query = key // m, key % m
+        keep = ~common[values]
+        values, self.query = values[keep], query[keep].astype(np.int32)
+        self.first = np.zeros(4**k + 1, dtype=np.int64)
+        np.cumsum(np.bincount(values, minlength=4**k), out=self.first[1:])
+
+    def votes(self, values: np.ndarray, owner: np.ndarray, m: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(query, owner, votes) for every query sharing k-mers with a target orientation
+        of this block (``values``/``owner`` as :meth:`KmerIndex._blocks` gives them)."""
+        lo = self.first[values]
+        hits = self.first[values + 1] - lo
+        found = hits > 0
+        lo, hits, owner = lo[found], hits[found], owner[found]
+        pos = np.repeat(lo - np.cumsum(hits) + hits, hits) + np.arange(int(hits.sum()))
+        combo, votes = sorted_unique(self.query[pos].astype(np.int64) * (2 * m)
+                                     + np.repeat(owner, hits), return_counts=True)
+        return combo // (2 * m), combo % (2 * m), votes
+
+
+class _TopTargets:
+    """Each query's ``top`` targets by votes so far (ties: lower target number)."""
+
+    def __init__(self, m: int, top: int) -> None:
+        self.top = top
+        self.target = np.full((m, top), -1, dtype=np.int64)
+        self.flip = np.zeros((m, top), dtype=np.int8)
+        self.votes = np.zeros((m, top), dtype=np.int64)
+
+    def merge(self, q: np.ndarray, owner: np.ndarray, votes: np.ndarray, m: int,
+              first_target: int) -> None:
+        """Add one block's votes (:meth:`_QueryTable.votes`; its ``m`` targets numbered
+        from ``first_target``, after every target merged before)."""
+        # Later blocks hold higher target numbers, which lose ties: only votes above a
+        # query's last place can enter (most pairs share one k-mer by chance).
+        enters = votes > self.votes[q, -1]
+        q, owner, votes = q[enters], owner[enters], votes[enters]
+        if len(q) == 0:
+            return
+        t, f = owner % m + first_target, (owner >= m).astype(np.int8)
+        rows = np.unique(q)
+        held = self.votes[rows] > 0
+        q = np.concatenate([np.repeat(rows, held.sum(axis=1)), q])
+        t = np.concatenate([self.target[rows][held], t])
+        f = np.concatenate([self.flip[rows][held], f])
+        votes = np.concatenate([self.votes[rows][held], votes])
+        # A target once per query, in its better orientation (more votes; ties: as read).
+        order = np.lexsort((f, -votes, t, q))
+        q, t, f, votes = q[order], t[order], f[order], votes[order]
+        once = np.ones(len(q), dtype=bool)
+        once[1:] = (q[1:] != q[:-1]) | (t[1:] != t[:-1])
+        q, t, f, votes = q[once], t[once], f[once], votes[once]
+        order = np.lexsort((t, -votes, q))
+        q, t, f, votes = q[order], t[order], f[order], votes[order]
+        rank = rank_in_groups(q)
+        keep = rank < self.top
+        q, t, f, votes, rank = q[keep], t[keep], f[keep], votes[keep], rank[keep]
+        self.target[rows], self.flip[rows], self.votes[rows] = -1, 0, 0
+        self.target[q, rank], self.flip[q, rank], self.votes[q, rank] = t, f, votes
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.target, self.flip

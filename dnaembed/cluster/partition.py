@@ -89,11 +89,33 @@ class Partitioner:
             boundary[rows, nearest] = -1.0  # the nearest cell first
             boundary[~np.isfinite(boundary)] = np.inf  # identical centroids: never twice
             take = min(self.max_cells, self.cells)
-            # The closest boundaries first, ties by cell number (a stable sort).
-            best = np.argsort(boundary, axis=1, kind="stable")[:, :take]
-            inside = np.take_along_axis(boundary, best, axis=1) <= self.margin
+            best, closest = _closest(boundary, take)
+            inside = closest <= self.margin
             out[start : start + len(y), :take] = np.where(inside, best, -1)
         return out
+
+
+def _closest(boundary: np.ndarray, take: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the ``take`` columns of smallest value, in order (ties by column number),
+    and their values.
+
+    ``take`` passes of a minimum (the first of equal values: the lowest column), not
+    a sort of every row, which would cost each read the log of the number of cells,
+    and that grows with the input. ``boundary`` is overwritten."""
+    n = len(boundary)
+    # Rows with fewer finite values than taken (identical centroids): a stable sort.
+    short = np.flatnonzero(np.isfinite(boundary).sum(axis=1) < take)
+    by_sort = np.argsort(boundary[short], axis=1, kind="stable")[:, :take]
+    by_sort_values = np.take_along_axis(boundary[short], by_sort, axis=1)
+    rows = np.arange(n)
+    best = np.empty((n, take), dtype=np.int64)
+    values = np.empty((n, take), dtype=boundary.dtype)
+    for j in range(take):
+        col = np.argmin(boundary, axis=1)
+        best[:, j], values[:, j] = col, boundary[rows, col]
+        boundary[rows, col] = np.inf
+    best[short], values[short] = by_sort, by_sort_values
+    return best, values
 
 
 def fit_partitioner(

@@ -58,7 +58,7 @@ from dnaembed.cluster.partition_tasks import (
     embed_chunk,
     search_partition,
 )
-from dnaembed.cluster.rounds import RepresentativeRounds, distinct_pairs
+from dnaembed.cluster.rounds import PairCollector, RepresentativeRounds, distinct_pairs
 from dnaembed.cluster.threshold import (
     FULL_LENGTH_FRACTION,
     SAMPLE_PAIRS,
@@ -356,18 +356,21 @@ class _Run:
                 yield PartitionTask(members, self.vectors.take(members), data, lengths, home,
                                     sample[members] & home, cut, self.neighbours)
 
-        names = ("lo", "hi", "dist", "sample_lo", "sample_hi", "sample_dist")
+        n = len(self.units)
+        # Every partition's pairs are held until all are in: packed as they arrive.
+        longest = int(self.units.lengths.max(initial=0))
+        pairs = PairCollector(n, int(cut.cuts(np.array([longest]))[0]))
+        names = ("sample_lo", "sample_hi", "sample_dist")
         parts: dict[str, list] = {k: [] for k in names}
         for result in self.runner.map(search_partition, tasks(), desc="searching partitions",
                                       unit="partition"):
+            pairs.add(result.lo, result.hi, np.zeros(len(result.lo), np.int8), result.dist)
             for key in names:
                 parts[key].append(getattr(result, key))
             self.stage.count("candidate_pairs", result.candidates)
             self.stage.count("cpu_search", result.cpu_seconds)
         joined = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()}
-        n = len(self.units)
-        zero = np.zeros(len(joined["lo"]), np.int8)
-        lo, hi, _, dist = distinct_pairs(joined["lo"], joined["hi"], zero, joined["dist"], n=n)
+        lo, hi, _, dist = pairs.distinct()
         slo, shi, _, sdist = distinct_pairs(joined["sample_lo"], joined["sample_hi"],
                                             np.zeros(len(joined["sample_lo"]), np.int8),
                                             joined["sample_dist"], n=n)

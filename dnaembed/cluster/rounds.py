@@ -223,26 +223,57 @@ def _oriented(run, units: np.ndarray, reverse: np.ndarray) -> tuple[np.ndarray, 
 
 def distinct_pairs(lo: np.ndarray, hi: np.ndarray, parity: np.ndarray, dist: np.ndarray, *,
                    n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs found more than once (from both ends, in two partitions) kept once, in key order.
+    """Pairs found more than once (from both ends, in two partitions) kept once, in key order."""
+    pairs = PairCollector(n, int(dist.max()) if len(dist) else 0)
+    pairs.add(lo, hi, parity, dist)
+    return pairs.distinct()
 
-    A pair found twice has one distance, so where the key and the distance fit in 63
-    bits together they are sorted as one number, in place: 8 bytes per pair, not ~30.
+
+class PairCollector:
+    """Checked pairs gathered task by task, then kept once each (:meth:`distinct`).
+
+    A pair found twice has one distance, so where the key and the distance (at most
+    ``max_dist``) fit in 63 bits together, each pair is held as one number from the
+    moment it arrives, and sorted in place: 8 bytes per pair, not ~30.
     """
-    key = (lo.astype(np.int64) * n + hi) * 2 + parity
-    top = int(dist.max()) + 1 if len(dist) else 1
-    shift = top.bit_length()
-    if len(key) and (2 * n * n) << shift < 2**63:
-        key <<= shift
-        key |= dist.astype(np.int64)
-        key.sort()
-        keep = np.ones(len(key), dtype=bool)
-        keep[1:] = key[1:] != key[:-1]
-        key = key[keep]
-        d = (key & ((1 << shift) - 1)).astype(np.int32)
-        key >>= shift
-    else:
-        key, first = np.unique(key, return_index=True)
-        d = dist[first].astype(np.int32)
-    pair = key // 2
-    return ((pair // n).astype(np.int32), (pair % n).astype(np.int32), (key % 2).astype(np.int8),
-            d)
+
+    def __init__(self, n: int, max_dist: int) -> None:
+        self.n = n
+        self.shift = (max_dist + 1).bit_length()
+        self.max_dist = max_dist
+        self.packed = (2 * n * n) << self.shift < 2**63
+        self.parts: list = []
+
+    def add(self, lo: np.ndarray, hi: np.ndarray, parity: np.ndarray, dist: np.ndarray) -> None:
+        if len(dist) and int(dist.max()) > self.max_dist:
+            raise ValueError(f"distance {int(dist.max())} above the bound {self.max_dist}")
+        if self.packed:
+            key = (lo.astype(np.int64) * self.n + hi) * 2 + parity
+            key <<= self.shift
+            key |= dist.astype(np.int64)
+            self.parts.append(key)
+        else:
+            self.parts.append((lo.astype(np.int32), hi.astype(np.int32), parity.astype(np.int8),
+                               dist.astype(np.int32)))
+
+    def distinct(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(lo, hi, parity, distance) of each pair once, in key order; the parts are freed."""
+        parts, self.parts = self.parts, []
+        n = self.n
+        if self.packed:
+            key = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            del parts
+            key.sort()
+            keep = np.ones(len(key), dtype=bool)
+            keep[1:] = key[1:] != key[:-1]
+            key = key[keep]
+            d = (key & ((1 << self.shift) - 1)).astype(np.int32)
+            key >>= self.shift
+        else:
+            empty = [np.zeros(0, np.int32)] * 4
+            lo, hi, parity, dist = [np.concatenate(c) for c in zip(*parts)] if parts else empty
+            key, first = np.unique((lo.astype(np.int64) * n + hi) * 2 + parity, return_index=True)
+            d = dist[first].astype(np.int32)
+        pair = key // 2
+        return ((pair // n).astype(np.int32), (pair % n).astype(np.int32),
+                (key % 2).astype(np.int8), d)

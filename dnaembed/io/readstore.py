@@ -58,6 +58,21 @@ class ReadStore:
         quals = self.quals.take(rows) if self.quals is not None else None
         return ReadSet(self.ids.take(rows), self.seqs.take(rows), quals)
 
+    def spill_beyond(self, limit: int) -> list[str]:
+        """Spill the ids, sequences or qualities held in memory beyond ``limit`` bytes in
+        all; the names of those spilled, largest first."""
+        parts = {"sequences": self.seqs, "ids": self.ids, "qualities": self.quals}
+        held = sorted(((p.nbytes, name) for name, p in parts.items()
+                       if p is not None and not p.spilled), reverse=True)
+        spilled, total = [], sum(size for size, _ in held)
+        for size, name in held:
+            if total <= limit:
+                break
+            if parts[name].spill():
+                spilled.append(name)
+                total -= size
+        return spilled
+
     def close(self) -> None:
         for store in (self.ids, self.seqs, self.quals):
             if store is not None:

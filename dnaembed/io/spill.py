@@ -146,12 +146,30 @@ class SpillArray:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
-            self._mapped = _Mapped(self.path)
-            buffer = self._mapped.map if self._mapped.map is not None else b""
-            self._data = np.frombuffer(buffer, dtype=self.dtype).reshape(-1, *self.row_shape)
+            self._map()
         else:
             self._data = np.frombuffer(self._buffer, dtype=self.dtype).reshape(-1, *self.row_shape)
         return self
+
+    def _map(self) -> None:
+        self._mapped = _Mapped(self.path)
+        buffer = self._mapped.map if self._mapped.map is not None else b""
+        self._data = np.frombuffer(buffer, dtype=self.dtype).reshape(-1, *self.row_shape)
+
+    def spill(self) -> bool:
+        """Move finished rows held in memory to the file now (True if they moved).
+
+        For a run that learns only after reading its input how little room the reads
+        may take. Rows taken before stay valid: :meth:`take` copies."""
+        if self.spilled or self._target is None or self._data is None:
+            return False
+        self.path = self._target
+        with open(self.path, "wb") as handle:
+            handle.write(self._buffer)
+        self._data = None
+        self._buffer = bytearray()
+        self._map()
+        return True
 
     def take(self, rows: np.ndarray | slice, *, release: bool = False) -> np.ndarray:
         """A copy of the given rows; ``release``: give a spilled file's pages back at once.
@@ -235,6 +253,10 @@ class PackedStrings:
         self.offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
         np.cumsum(self.lengths, out=self.offsets[1:])
         return self
+
+    def spill(self) -> bool:
+        """Move the strings to their file now, if held in memory (:meth:`SpillArray.spill`)."""
+        return self._bytes.spill()
 
     def packed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(bytes, lengths)`` of the given rows, in that order."""
