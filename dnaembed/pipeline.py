@@ -189,21 +189,25 @@ def clustered_files(
                                             "rescue", "rescue_max_size", "split") if k in params}
             found = cluster_units(units, model, runner, plan=work.plan, spill=spill, both=both,
                                   seed=seed, precision=precision, batch_size=batch_size, **graph)
-            if found.stats.get("truncated"):
-                window = model.config.window
-                logger.warning(
-                    "%d distinct reads are longer than the model's window of %d: embedded by "
-                    "their first %d bases (the exact distance check uses whole reads)",
-                    found.stats["truncated"], window, window)
+            _log_found(found, model.config.window)
             timings.update(found.timings)
-            cpu = {k: found.stats.get(f"cpu_{k}", 0.0) for k in ("embed", "search", "rounds")}
-            logger.info("task CPU time: %s", ", ".join(f"{k} {v:.1f}s" for k, v in cpu.items()))
             result = _expand(unique, nonempty, found.labels, found.orientation,
                              found.representatives, strand, "graph", found.threshold, timings)
             result.stats = dict(found.stats, **result.stats)
             yield result, store
         finally:
             store.close()
+
+
+def _log_found(found, window: int) -> None:
+    """What the partitioned run did that the summary line does not say."""
+    if found.stats.get("truncated"):
+        logger.warning(
+            "%d distinct reads are longer than the model's window of %d: embedded by "
+            "their first %d bases (the exact distance check uses whole reads)",
+            found.stats["truncated"], window, window)
+    cpu = {k: found.stats.get(f"cpu_{k}", 0.0) for k in ("embed", "search", "rounds")}
+    logger.info("task CPU time: %s", ", ".join(f"{k} {v:.1f}s" for k, v in cpu.items()))
 
 
 def _spill_reads(store, limit: int | None) -> None:
