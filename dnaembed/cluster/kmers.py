@@ -26,11 +26,10 @@ import numpy as np
 from dnaembed.arrays import rank_in_groups, sorted_unique
 from dnaembed.encoding import kmer_codes, reverse_complement
 
-#: k-mer length: 4^12 = 16.8 M possible k-mers, so two unrelated 150-nt strands share
-#: one by chance with probability ~0.1%; a 12-mer survives a 1.5%-error read 83% of the time.
-K = 12
-#: Longest k: the tables hold one entry per possible k-mer (4^13 = 67 M).
-MAX_K = 13
+#: k-mer length (the rescue's, :data:`dnaembed.cluster.rescue.RESCUE_K`, says why 11).
+K = 11
+#: Longest k: the tables hold one entry per possible k-mer (8 bytes each: 134 MB at 12).
+MAX_K = 12
 
 #: A k-mer in more targets than this is uninformative (shared primers) and ignored.
 MAX_TARGETS_PER_KMER = 16
