@@ -245,6 +245,7 @@ class PairCollector:
         self.parts: list = []
 
     def add(self, lo: np.ndarray, hi: np.ndarray, parity: np.ndarray, dist: np.ndarray) -> None:
+        """One task's checked pairs (distances at most ``max_dist``)."""
         if len(dist) and int(dist.max()) > self.max_dist:
             raise ValueError(f"distance {int(dist.max())} above the bound {self.max_dist}")
         if self.packed:
