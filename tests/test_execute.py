@@ -173,12 +173,17 @@ def peak_rss_of(args: list[str]) -> tuple[int, str]:
         log.seek(0)
         err = log.read().decode()
     assert proc.returncode == 0, err
+    assert peak > 0, "no reading of the program's memory"
     return peak, err
 
 
 def _high_water(pid: int) -> int:
-    """Peak resident memory of a running process so far (0 once it has exited)."""
+    """Peak resident memory of the running program so far (0 before its exec, and once it
+    has exited: until the exec the child still shares pytest's memory)."""
     try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            if b"-m\0dnaembed\0" not in cmdline.read():
+                return 0
         with open(f"/proc/{pid}/status") as status:
             for line in status:
                 if line.startswith("VmHWM:"):

@@ -152,7 +152,7 @@ class _TopTargets:
         if len(q) == 0:
             return
         t, f = owner % m + first_target, (owner >= m).astype(np.int8)
-        rows = np.unique(q)
+        rows = sorted_unique(q)
         held = self.votes[rows] > 0
         q = np.concatenate([np.repeat(rows, held.sum(axis=1)), q])
         t = np.concatenate([self.target[rows][held], t])
