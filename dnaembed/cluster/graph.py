@@ -170,9 +170,17 @@ class _GuardedLinker:
         self.merges = self.refusals = 0
 
     def representatives(self) -> np.ndarray:
-        """The representative read of every current cluster."""
-        roots = {self.uf.find(x)[0] for x in range(len(self.rep))}
-        return np.array(sorted(self.rep[r] for r in roots), dtype=np.int64)
+        """The representative read of every current cluster, in increasing order."""
+        return self.clusters()[0]
+
+    def clusters(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every current cluster's representative (increasing) and weight (its reads)."""
+        parent = np.frombuffer(self.uf.parent, dtype=np.int32)
+        roots = np.flatnonzero(parent == np.arange(len(parent)))  # a root is its own parent
+        reps = np.frombuffer(self.rep, dtype=np.int32)[roots].astype(np.int64)
+        weights = np.frombuffer(self.weight, dtype=np.float64)[roots]
+        order = np.argsort(reps, kind="stable")
+        return reps[order], weights[order]
 
     def link(self, edges: CandidatePairs, dist: np.ndarray) -> None:
         """Link ``edges`` (checked distances ``dist``) in Kruskal order: shortest first."""

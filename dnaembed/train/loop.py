@@ -150,8 +150,10 @@ def training_context(device: str = "auto") -> Iterator[DistContext]:
     ctx = setup(resolve_device(device))
     try:
         yield ctx
-    finally:
-        teardown(ctx)
+    except BaseException:
+        teardown(ctx, finished=False)
+        raise
+    teardown(ctx)
 
 
 def train(
@@ -199,6 +201,9 @@ def train_on(
         run.batches.close()
         if run.bar is not None:
             run.bar.close()
+        # The DDP wrapper (and its comm hook) holds the process group: dropped here, not
+        # left to a reference cycle that teardown's collection might miss.
+        run.ddp_model = run.model
     return _finish(run)
 
 

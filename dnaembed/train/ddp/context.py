@@ -9,6 +9,7 @@ DistributedDataParallel with the chosen communication hook (:mod:`dnaembed.train
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 
@@ -87,10 +88,22 @@ def setup(device: torch.device) -> DistContext:
     return DistContext(rank, world, local_rank, device, backend)
 
 
-def teardown(ctx: DistContext) -> None:
-    """Leave the process group (if we joined one)."""
-    if ctx.distributed and dist.is_initialized():
-        dist.destroy_process_group()
+def teardown(ctx: DistContext, *, finished: bool = True) -> None:
+    """Leave the process group (if we joined one).
+
+    After a run that ``finished`` on this rank, every rank first waits for the others
+    and the objects that still hold the group (a DDP reducer, a PowerSGD state in a
+    reference cycle) are collected: a rank that destroyed the group and exited while
+    another still used it, or whose reducer outlived the group into interpreter
+    shutdown, could abort ("terminate called without an active exception") after its
+    work was done. A failed rank skips the wait: the others may never arrive.
+    """
+    if not (ctx.distributed and dist.is_initialized()):
+        return
+    if finished:
+        dist.barrier()
+        gc.collect()
+    dist.destroy_process_group()
 
 
 def broadcast_object(ctx: DistContext, obj):
