@@ -71,6 +71,26 @@ class KillOneWorker:
             yield result
 
 
+def _page_faults_of_freed_blocks(_: int) -> int:
+    """Minor page faults of this thread while a 2 MiB block is made, touched and freed 20
+    times (numpy asks for huge pages only from 4 MiB on)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    for _ in range(20):
+        block = np.ones(1 << 18)
+        del block
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+
+
+def test_workers_reuse_freed_blocks_despite_the_nannys_allocator_setting(local_cluster):
+    # The nanny's MALLOC_TRIM_THRESHOLD_ alone would map every block afresh: 20 x 512 faults.
+    env = local_cluster.client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+    assert set(env.values()) == {"65536"}
+    faults = list(local_cluster.map(_page_faults_of_freed_blocks, [0, 1]))
+    assert max(faults) < 2 * 512, faults
+
+
 def test_local_cluster_gives_the_one_process_result(sim, small_model, local_cluster):
     model = load_model(small_model).model
     with InlineExecutor(1) as inline:

@@ -314,3 +314,21 @@ def trim_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+#: glibc's mallopt parameters.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def set_allocator_thresholds(mmap_bytes: int, trim_bytes: int) -> None:
+    """glibc's thresholds, fixed: a block of at least ``mmap_bytes`` gets pages of its own
+    (given back when freed), and free memory above ``trim_bytes`` at the top of a heap is
+    given back. A no-op where the C library is not glibc."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, mmap_bytes)
+        libc.mallopt(_M_TRIM_THRESHOLD, trim_bytes)
+    except (OSError, AttributeError):
+        pass

@@ -130,15 +130,9 @@ def _keep_freed_memory() -> None:
     Every step allocates and frees the same large activations; with glibc's
     defaults each one is a fresh mmap and page faults cost ~15% of a CPU step.
     """
-    try:
-        import ctypes
+    from dnaembed.io.spill import set_allocator_thresholds
 
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        libc.mallopt(m_mmap_threshold, 1 << 30)
-        libc.mallopt(m_trim_threshold, 1 << 30)
-    except (OSError, AttributeError):
-        pass  # not glibc: nothing to tune
+    set_allocator_thresholds(1 << 30, 1 << 30)
 
 
 @contextlib.contextmanager
