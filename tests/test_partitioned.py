@@ -117,6 +117,16 @@ def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
         assert list(packed) == ids and packed[1] == "β-read"
         assert packed.take(np.array([3, 0])) == [ids[3], ids[0]]
         packed.close()
+        seqs = ["".join(rng.choice(list("ACGT"), n)) for n in rng.integers(0, 40, 500)]
+        for spill_to in (None, spill.new_file("seqs")):
+            packed = PackedStrings(spill_to=spill_to)
+            packed.append(seqs)
+            packed.finish()
+            pick = rng.integers(0, len(seqs), 300)  # repeats, empty strings, any order
+            data, lengths = packed.packed(pick)
+            assert data.tobytes() == "".join(seqs[i] for i in pick).encode()
+            assert lengths.tolist() == [len(seqs[i]) for i in pick]
+            packed.close()
         directory = spill.path
         assert directory.is_dir()
     assert not directory.exists()

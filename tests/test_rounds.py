@@ -1,9 +1,12 @@
-"""Rounds 2.. of partitioned clustering: which clusters a round searches for."""
+"""The guarded linker and rounds 2.. of partitioned clustering: what is linked, and which
+clusters a round searches for."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+import dnaembed.cluster.graph as graph
 from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.graph import _GuardedLinker
 from dnaembed.cluster.rounds import PIECE_MIN_READS, pieces
@@ -40,3 +43,45 @@ def test_pieces_are_clusters_of_at_most_half_the_median():
     small = np.array([2, 2, 3, 1])
     assert pieces(small).tolist() == [w <= PIECE_MIN_READS for w in small]
     assert pieces(np.zeros(0)).tolist() == []
+
+
+def _mutated(rng, seq: str, edits: int) -> str:
+    s = list(seq)
+    for at in rng.integers(0, len(s), edits):
+        s[at] = rng.choice(list("ACGT"))
+    return "".join(s)
+
+
+@pytest.mark.parametrize("block", [1, 7, 1000])
+def test_pairs_dropped_a_block_at_a_time_link_as_one_by_one(monkeypatch, block):
+    # Strands of a few reads each, pairs within and between (some refused by the guard):
+    # dropping the pairs whose reads already share a root must change nothing.
+    rng = np.random.default_rng(1)
+    seqs = [_mutated(rng, "".join(rng.choice(list("ACGT"), 60)), 0) for _ in range(12)]
+    reads = [_mutated(rng, seqs[i // 5], 3) for i in range(60)]
+    rc = [reverse_complement(s) for s in reads]
+    lo, hi = np.triu_indices(len(reads), 1)
+    pick = rng.random(len(lo)) < 0.3
+    lo, hi = lo[pick], hi[pick]
+    dist = rng.integers(0, 20, len(lo)).astype(np.int32)
+    parity = rng.integers(0, 2, len(lo)).astype(np.int8)
+    edges = CandidatePairs(lo, hi, parity, np.zeros(len(lo), np.float32))
+    weights = rng.integers(1, 3, len(reads)).astype(np.float64)
+    degree = rng.random(len(reads))
+
+    def linker():
+        return _GuardedLinker(reads, rc, degree, weights,
+                              Threshold(max_dist=8, source="user", reference_length=60), 2.0,
+                              guard=True)
+
+    monkeypatch.setattr(graph, "LINK_BLOCK", block)
+    in_blocks = linker()
+    in_blocks.link(edges, dist)
+    one_by_one = linker()
+    order = np.lexsort((hi, lo, dist))
+    one_by_one._link_in_order(lo[order].tolist(), hi[order].tolist(), parity[order].tolist())
+    assert in_blocks.refusals > 0 and in_blocks.merges > 10
+    assert (in_blocks.merges, in_blocks.refusals) == (one_by_one.merges, one_by_one.refusals)
+    for a, b in zip(in_blocks.uf.labels(), one_by_one.uf.labels()):
+        assert np.array_equal(a, b)
+    assert list(in_blocks.rep) == list(one_by_one.rep)
