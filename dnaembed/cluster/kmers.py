@@ -44,34 +44,71 @@ class KmerIndex:
     """k-mers of target sequences (each in both orientations when ``both``).
 
     ``targets`` may be any sequence of strings, read block by block: memory
-    does not grow with the number of targets.
+    does not grow with the number of targets. ``groups``, when given, numbers the
+    group of each target (several reads of one cluster), non-decreasing so that a
+    group's targets are contiguous: a search then ranks groups, a k-mer counting
+    once per group however many of its reads hold it, and ``max_targets`` counts
+    groups. ``block``: targets held at a time (default :data:`TARGET_BLOCK`; a block
+    never splits a group).
     """
 
     def __init__(self, targets: Sequence[str], *, both: bool, k: int = K,
-                 max_targets: int = MAX_TARGETS_PER_KMER) -> None:
+                 max_targets: int = MAX_TARGETS_PER_KMER, groups: np.ndarray | None = None,
+                 block: int | None = None) -> None:
         if not 1 <= k <= MAX_K:
             raise ValueError(f"k-mer length must be 1..{MAX_K}, not {k}")
+        if groups is not None:
+            groups = np.asarray(groups, dtype=np.int64)
+            if len(groups) != len(targets):
+                raise ValueError(f"{len(groups)} group numbers for {len(targets)} targets")
+            if len(groups) and (groups[0] < 0 or (np.diff(groups) < 0).any()):
+                raise ValueError("group numbers must be non-negative and non-decreasing")
         self.k = k
         self.targets = targets
         self.both = both
         self.max_targets = max_targets
+        self.groups = groups
+        self.block = block
         self._common: np.ndarray | None = None
 
+    def _cuts(self):
+        """(first, end) target of each block: about ``block`` targets, cut between groups."""
+        n, start = len(self.targets), 0
+        size = max(TARGET_BLOCK if self.block is None else self.block, 1)
+        while start < n:
+            end = min(start + size, n)
+            if self.groups is not None and end < n and self.groups[end] == self.groups[end - 1]:
+                # Back to the start of the group the cut would split; forward to its end when
+                # that group alone is larger than a block.
+                g = self.groups[end]
+                end = int(np.searchsorted(self.groups, g, side="left"))
+                if end <= start:
+                    end = int(np.searchsorted(self.groups, g, side="right"))
+            yield start, end
+            start = end
+
     def _blocks(self):
-        """(first target, block size, k-mer codes, owner) per block of targets, one entry
-        per distinct (k-mer, target orientation); owner ``m + i`` is target ``i``'s reverse."""
-        n = len(self.targets)
-        for start in range(0, n, TARGET_BLOCK):
-            block = [self.targets[i] for i in range(start, min(start + TARGET_BLOCK, n))]
-            m = len(block)
+        """(first owner, block size m, k-mer codes, owner) per block of targets, one entry
+        per distinct (k-mer, owner orientation); owner ``m + i`` is owner ``i``'s reverse.
+        Owners are the targets, or with ``groups`` the groups (numbered from the first)."""
+        for start, end in self._cuts():
+            block = [self.targets[i] for i in range(start, end)]
             seqs = block + ([reverse_complement(t) for t in block] if self.both else [])
             v, owner = kmer_codes(seqs, self.k)
+            m, first = end - start, start
+            if self.groups is not None:
+                first = int(self.groups[start])
+                local = self.groups[start:end] - first
+                size = end - start
+                m = int(local[-1]) + 1
+                owner = local[owner % size] + m * (owner >= size)
             key = sorted_unique(v * (2 * m) + owner)
-            yield start, m, key // (2 * m), key % (2 * m)
+            yield first, m, key // (2 * m), key % (2 * m)
 
     def common(self) -> np.ndarray:
         """Per possible k-mer: True if more than ``max_targets`` targets hold it (either
-        orientation counts once). Computed on first use, in one pass over the targets."""
+        orientation counts once; with ``groups``, groups). Computed on first use, in one
+        pass over the targets."""
         if self._common is None:
             held_by = np.zeros(4**self.k, dtype=np.int32)
             for _, m, values, owner in self._blocks():
@@ -85,8 +122,8 @@ class KmerIndex:
         """The ``top`` targets sharing the most k-mers with each query.
 
         Returns ``(targets, flips)`` arrays of shape ``(len(queries), top)``, -1
-        where there are fewer; ``flip`` 1 means the query matches the target's
-        reverse complement. Ties: the lower target number first.
+        where there are fewer (group numbers with ``groups``); ``flip`` 1 means the
+        query matches the target's reverse complement. Ties: the lower number first.
         """
         m = len(queries)
         out_t = np.full((m, top), -1, dtype=np.int64)
