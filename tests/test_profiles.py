@@ -4,6 +4,7 @@ import Levenshtein
 import numpy as np
 import pytest
 
+import dnaembed.cluster.kmers as kmers_module
 from dnaembed.cluster.kmers import KmerIndex
 from dnaembed.cluster.profiles import ClusterProfiles, star_consensus
 from dnaembed.encoding import decode_flat, encode_flat, reverse_complement
@@ -112,10 +113,12 @@ def _brute_force_groups(targets, groups, queries, k, max_targets, top):
     return out_t, out_f
 
 
-@pytest.mark.parametrize("block", [3, 7, 1_000])
-def test_grouped_votes_match_a_direct_count(block):
+@pytest.mark.parametrize(("block", "kept_bytes"), [(3, 0), (7, 3_000), (1_000, 1 << 20)])
+def test_grouped_votes_match_a_direct_count(block, kept_bytes, monkeypatch):
     # Short k on short random reads: many shared and common k-mers, many ties. Groups of
-    # 1-4 reads and one of 9 straddle blocks of 3 and 7 targets (and one larger than them).
+    # 1-4 reads and one of 9 straddle blocks of 3 and 7 targets (and one larger than them);
+    # the vote passes find the targets' k-mers kept from the first pass, some, or none.
+    monkeypatch.setattr(kmers_module, "KEPT_BYTES", kept_bytes)
     rng = np.random.default_rng(6)
     sizes = rng.integers(1, 5, 25).tolist()
     sizes[11] = 9

@@ -17,7 +17,6 @@ than :data:`MIN_READS` central reads keeps its reads as they are.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 import Levenshtein
@@ -30,23 +29,33 @@ def star_consensus(reference: str, others: Sequence[str]) -> str:
     """The reference with every edit applied that a strict majority of all the reads share.
 
     Edits are python-Levenshtein's (``replace``/``delete``/``insert``, in the
-    reference's coordinates), indels moved to the start of their homopolymer run; a
-    read's ``n``-th insertion before one reference position counts as the same edit as
-    another read's ``n``-th there.
+    reference's coordinates), indels moved to the start of their homopolymer run (reads
+    that lost or gained a base of one run vote for one edit, wherever their alignment
+    put it); a read's ``n``-th insertion before one reference position counts as the
+    same edit as another read's ``n``-th there.
     """
-    votes: Counter = Counter()
+    # The inner loop of the rescue's cost (every candidate cluster of every read examined):
+    # plain dict counts, indels moved left inline.
+    votes: dict[tuple[int, int, int, str], int] = {}
+    get = votes.get
     for read in others:
         slot, run = -1, 0
         for tag, i, j in Levenshtein.editops(reference, read):
-            if tag == "insert":
-                i = _leftmost(reference, i, read[j])
+            if tag == "replace":
+                key = (i, 2, 0, read[j])
+            elif tag == "insert":
+                base = read[j]
+                while i > 0 and reference[i - 1] == base:  # to the start of its run
+                    i -= 1
                 run = run + 1 if i == slot else 0
                 slot = i
-                votes[(i, 1, run, read[j])] += 1
-            elif tag == "delete":
-                votes[(_leftmost(reference, i, reference[i]), 2, 0, "")] += 1
+                key = (i, 1, run, base)
             else:
-                votes[(i, 2, 0, read[j])] += 1
+                base = reference[i]
+                while i > 0 and reference[i - 1] == base:
+                    i -= 1
+                key = (i, 2, 0, "")
+            votes[key] = get(key, 0) + 1
     need = (len(others) + 1) // 2 + 1  # a strict majority of len(others) + 1 reads
     agreed = sorted(key for key, count in votes.items() if count >= need)
     if not agreed:
@@ -63,22 +72,21 @@ def star_consensus(reference: str, others: Sequence[str]) -> str:
     return "".join(parts)
 
 
-def _leftmost(reference: str, i: int, base: str) -> int:
-    """An indel of ``base`` at ``i`` moved to the start of its homopolymer run: reads that
-    lost or gained a base of one run vote for one edit, wherever their alignment put it."""
-    while i > 0 and reference[i - 1] == base:
-        i -= 1
-    return i
-
-
 class ClusterProfiles:
     """Per cluster, on demand: the sequences the rescue aligns reads to, in the cluster's
-    orientation (its consensus, or its central reads when there are too few)."""
+    orientation (its consensus, or its central reads when there are too few).
+
+    ``known``: profiles by their (read, orientation) members, shared between the
+    rescue's passes: a cluster that both examine (renumbered, with the same central
+    reads) is built once.
+    """
 
     def __init__(self, seqs: Sequence[str], rc_seqs: Sequence[str] | None,
-                 members: list[list[tuple[int, int]]], *, consensus: bool = True) -> None:
+                 members: list[list[tuple[int, int]]], *, consensus: bool = True,
+                 known: dict[tuple, list[str]] | None = None) -> None:
         self.seqs, self.rc_seqs, self.members = seqs, rc_seqs, members
         self.consensus = consensus
+        self.known = {} if known is None else known
         self._cache: dict[int, list[str]] = {}
 
     def _oriented(self, read: int, flip: int) -> str:
@@ -87,10 +95,14 @@ class ClusterProfiles:
     def __call__(self, cluster: int) -> list[str]:
         found = self._cache.get(cluster)
         if found is None:
-            reads = [self._oriented(r, f) for r, f in self.members[cluster]]
-            if self.consensus and len(reads) >= MIN_READS:
-                found = [star_consensus(reads[0], reads[1:])]
-            else:
-                found = reads
+            key = tuple(self.members[cluster])
+            found = self.known.get(key)
+            if found is None:
+                reads = [self._oriented(r, f) for r, f in key]
+                if self.consensus and len(reads) >= MIN_READS:
+                    found = [star_consensus(reads[0], reads[1:])]
+                else:
+                    found = reads
+                self.known[key] = found
             self._cache[cluster] = found
         return found

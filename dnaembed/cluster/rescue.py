@@ -191,6 +191,7 @@ def rescue_reads(
     centrality = np.asarray(centrality, dtype=np.float64)
     labels, orientation, reps = assemble(labels, orientation, centrality, weights)
     moved = 0
+    known_profiles: dict = {}  # shared by the passes (ClusterProfiles)
     for full_pass in (True, False):
         sizes = np.bincount(labels, weights=weights, minlength=len(reps))
         full_rep = lengths[reps] >= full_length
@@ -206,6 +207,7 @@ def rescue_reads(
         new_labels, new_orient, n_moved = _rescue_pass(
             seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows, targets,
             neighbours_of, rate, details, upward_only=full_pass, seed=seed, search=search,
+            known_profiles=known_profiles,
         )
         if n_moved:
             moved += n_moved
@@ -233,14 +235,16 @@ def _central_members(labels, orientation, centrality, lengths, reps, full_length
 
 def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows,
                  targets, neighbours_of, rate, details, *, upward_only: bool, seed: int,
-                 search: CandidateSearch) -> tuple[np.ndarray, np.ndarray, int]:
+                 search: CandidateSearch, known_profiles: dict
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
     labels = labels.copy()
     orientation = orientation.copy()
     before = labels.copy()
     rng = np.random.default_rng([seed, 13])
     target_ids = np.flatnonzero(targets)
     kmer_index = _member_kmers(seqs, rc_seqs, members, target_ids, search)
-    profiles = ClusterProfiles(seqs, rc_seqs, [m[:MEMBERS_PER_CLUSTER] for m in members])
+    profiles = ClusterProfiles(seqs, rc_seqs, [m[:MEMBERS_PER_CLUSTER] for m in members],
+                               known=known_profiles)
     by_kmers, _ = kmer_index.candidates([seqs[i] for i in rows.tolist()], MAX_CANDIDATES)
     by_embedding, embedded = neighbours_of(rows)
     # Clusters of the embedding neighbours, nearest first (-1: none, or not a target).
