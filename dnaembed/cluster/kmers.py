@@ -15,6 +15,14 @@ find the common k-mers, one to vote); a target's votes are complete within its
 block, so each block's best targets merge into a running top list. An index of
 the targets, searched once per block of queries, would read every target once
 per block, which grows as the square of the input.
+
+The second orientation is the queries' (each query and its reverse complement
+share a k-mer with a target as often as the query and the reversed target do):
+the rescue's targets, several reads per cluster, outnumber its queries. The first
+pass counts only the k-mers that the queries hold and keeps them, up to
+:data:`KEPT_BYTES`, for the vote pass. With ``groups`` (the rescue: a few central
+reads per cluster), blocks are cut between groups, so a group's votes too are
+complete within its block, and a k-mer counts once per group.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ KEPT_BYTES = 64 << 20
 
 
 class KmerIndex:
-    """k-mers of target sequences (each in both orientations when ``both``).
+    """k-mers of target sequences (matched in both orientations when ``both``).
 
     ``targets`` may be any sequence of strings, read block by block: memory
     does not grow with the number of targets. ``groups``, when given, numbers the

@@ -59,7 +59,15 @@ examined.
 Why the consensus (ldpc-exp7): against single reads the two distances the rule
 compares both carry the member's own errors, and the labels of the real set are
 decided on distances to the designs, which a consensus of five reads is within
-~0.2 edits of (against ~1.8 for the representative alone).
+~0.2 edits of (against ~1.8 for the representative alone). Why both orientations
+always: the orientation that won the k-mer vote (a few k-mers) is wrong often
+enough to cost reads.
+
+Cost: a cluster's consensus is built the first time a read needs it and kept for
+both passes (most clusters are candidates of many reads); the k-mer index reverses
+the reads asked about rather than the clusters' reads, and counts only their
+k-mers (:mod:`dnaembed.cluster.kmers`). On the real set the rescue costs what the
+single-read rescue did.
 
 Why these figures (ldpc-exp7, whose labels come from infix distances to the
 designs): the reads the rescue got wrong there were short reads (40-100 nt)
@@ -101,7 +109,7 @@ RUNNER_UP_RATIO = 0.85
 #: to ``max_size``), the representative only, and the cluster moves with it.
 READ_MAX_SIZE = 2
 #: From this per-read error rate of the sample on (the threshold's same-strand peak),
-#: :data:`NOISY_SEARCH` and :data:`NOISY_MAX_SIZE` apply (see :func:`candidate_search`).
+#: :data:`NOISY_SEARCH` and :data:`NOISY_MAX_SIZE` apply (see :func:`rescue_settings`).
 NOISY_ERROR_RATE = 0.08
 #: Pass 1's largest clusters (reads) in a noisy sample: there, rounds 2.. leave pieces of
 #: 3-5 reads that their strand's embedding neighbours missed.
@@ -181,7 +189,7 @@ def rescue_reads(
     none). ``details``, when given, receives ``(read, length, best, runner_up,
     cluster, accepted)`` for every read examined. ``lengths``: the reads' lengths, when
     known (else measured from ``seqs``, which reads every sequence once). ``search``: how
-    candidate clusters are found by k-mers (:func:`candidate_search`).
+    candidate clusters are found by k-mers (:func:`rescue_settings`).
     Returns labels, orientations, representatives and the number of reads moved
     (counting collapsed copies).
     """
@@ -194,12 +202,11 @@ def rescue_reads(
     known_profiles: dict = {}  # shared by the passes (ClusterProfiles)
     for full_pass in (True, False):
         sizes = np.bincount(labels, weights=weights, minlength=len(reps))
-        full_rep = lengths[reps] >= full_length
-        targets = full_rep
+        targets = lengths[reps] >= full_length  # clusters of a full-length representative
         if full_pass:
             rows = _small_cluster_rows(labels, sizes, reps, lengths, full_length, max_size)
         else:
-            rows = np.flatnonzero(~full_rep[labels] & (lengths > 0))
+            rows = np.flatnonzero(~targets[labels] & (lengths > 0))
         if len(rows) == 0 or not targets.any():
             continue
         members = _central_members(labels, orientation, centrality, lengths, reps, full_length,
