@@ -84,8 +84,9 @@ def test_groups_of_single_reads_rank_as_the_reads():
     assert plain[0][-1, 0] == 4 and plain[1][-1, 0] == 1
 
 
-def _brute_force_groups(targets, groups, queries, k, max_targets, top):
-    """Each query's ``top`` groups by distinct shared k-mers, counted directly."""
+def _brute_force_groups(targets, groups, queries, k, max_targets, top, min_votes=1):
+    """Each query's ``top`` groups by distinct shared k-mers (at least ``min_votes``),
+    counted directly."""
     def kmers(s):
         return {s[i : i + k] for i in range(len(s) - k + 1)}
 
@@ -106,7 +107,7 @@ def _brute_force_groups(targets, groups, queries, k, max_targets, top):
         for g, (fwd, rev) in enumerate(held):
             votes = (len(mine & fwd), len(mine & rev))
             best = max(votes)
-            if best > 0:
+            if best >= max(min_votes, 1):
                 scored.append((-best, g, int(votes[1] > votes[0])))
         for rank, (_, g, f) in enumerate(sorted(scored)[:top]):
             out_t[q, rank], out_f[q, rank] = g, f
@@ -131,6 +132,11 @@ def test_grouped_votes_match_a_direct_count(block, kept_bytes, monkeypatch):
     want = _brute_force_groups(targets, groups.tolist(), queries, 4, 6, 5)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     assert index.common().sum() > 0 and (got[0] >= 0).sum() > 100
+    # Groups sharing fewer k-mers than asked for are not candidates.
+    got = index.candidates(queries, 5, min_votes=3)
+    want = _brute_force_groups(targets, groups.tolist(), queries, 4, 6, 5, min_votes=3)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert 0 < (got[0] >= 0).sum() < (index.candidates(queries, 5)[0] >= 0).sum()
 
 
 def test_group_numbers_must_keep_a_groups_targets_together():

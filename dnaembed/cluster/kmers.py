@@ -159,12 +159,14 @@ class KmerIndex:
                 wanted[reverse_complement_codes(values, self.k)] = True
         return wanted
 
-    def candidates(self, queries: Sequence[str], top: int) -> tuple[np.ndarray, np.ndarray]:
+    def candidates(self, queries: Sequence[str], top: int, *, min_votes: int = 1
+                   ) -> tuple[np.ndarray, np.ndarray]:
         """The ``top`` targets sharing the most k-mers with each query.
 
         Returns ``(targets, flips)`` arrays of shape ``(len(queries), top)``, -1
-        where there are fewer (group numbers with ``groups``); ``flip`` 1 means the
-        query matches the target's reverse complement. Ties: the lower number first.
+        where there are fewer (group numbers with ``groups``) sharing at least
+        ``min_votes`` k-mers; ``flip`` 1 means the query matches the target's reverse
+        complement. Ties: the lower number first.
         """
         m = len(queries)
         out_t = np.full((m, top), -1, dtype=np.int64)
@@ -182,7 +184,10 @@ class KmerIndex:
                            first)
             for first, size, values, owner in self._blocks(skip=len(kept)):
                 best.merge(*table.votes(values, owner, size), size, first)
-            out_t[start : start + len(block)], out_f[start : start + len(block)] = best.result()
+            target, flip = best.result()
+            few = best.votes < min_votes  # the last places of a query's list
+            target[few], flip[few] = -1, 0
+            out_t[start : start + len(block)], out_f[start : start + len(block)] = target, flip
         return out_t, out_f
 
 

@@ -49,7 +49,8 @@ clustering before it, so the result does not depend on the order of the reads.
 
 A noisy sample (per-read error rate from :data:`NOISY_ERROR_RATE`, as the
 threshold's same-strand peak shows it) gets a wider search: 10-mers of five
-central reads per cluster, and pass 1 takes clusters of up to
+central reads per cluster, clusters sharing at least 4 of them with the read (the
+others share 0-2 by chance), and pass 1 takes clusters of up to
 :data:`NOISY_MAX_SIZE` reads (:func:`rescue_settings`). At 12% errors per read
 (nanopore-hard) the small search encoder leaves ~1% of the reads alone or in
 pieces of 3-5; an 11-mer of such a read survives in any one other read of its
@@ -118,16 +119,22 @@ NOISY_MAX_SIZE = 5
 
 @dataclass(frozen=True)
 class CandidateSearch:
-    """How candidate clusters are found by shared k-mers: k-mer length, and how many of
-    each cluster's central reads vote for it (see :func:`_member_kmers`)."""
+    """How candidate clusters are found by shared k-mers: k-mer length, how many of each
+    cluster's central reads vote for it (see :func:`_member_kmers`), and the fewest
+    shared k-mers that make a cluster a candidate."""
 
     k: int = RESCUE_K
     reads: int = 3
+    min_votes: int = 1
 
 
 #: In a noisy sample (12% errors per read, two reads of a strand ~24% apart) an 11-mer
 #: survives in both a read and any one other read too rarely: 10-mers, five reads' worth.
-NOISY_SEARCH = CandidateSearch(k=10, reads=5)
+#: A read shares ~30 of them with its strand's five reads and 0-2 by chance with another
+#: strand's (700 of the 10^6 10-mers): clusters sharing fewer than 4 are not worth a
+#: consensus and its alignments (nanopore-hard: the same clusters, a third less time;
+#: from 6 on, reads of their own strand are lost).
+NOISY_SEARCH = CandidateSearch(k=10, reads=5, min_votes=4)
 DEFAULT_SEARCH = CandidateSearch()
 
 
@@ -252,7 +259,8 @@ def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, len
     kmer_index = _member_kmers(seqs, rc_seqs, members, target_ids, search)
     profiles = ClusterProfiles(seqs, rc_seqs, [m[:MEMBERS_PER_CLUSTER] for m in members],
                                known=known_profiles)
-    by_kmers, _ = kmer_index.candidates([seqs[i] for i in rows.tolist()], MAX_CANDIDATES)
+    by_kmers, _ = kmer_index.candidates([seqs[i] for i in rows.tolist()], MAX_CANDIDATES,
+                                        min_votes=search.min_votes)
     by_embedding, embedded = neighbours_of(rows)
     # Clusters of the embedding neighbours, nearest first (-1: none, or not a target).
     order = np.argsort(embedded, axis=1, kind="stable")
