@@ -150,3 +150,29 @@ def kmer_codes(seqs: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
     pos = np.arange(n_pos)
     ok = (pos - offsets(lengths)[seg] + k <= lengths[seg]) & (n_count[k:] == n_count[:n_pos])
     return value[ok], seg[ok]
+
+
+def _chunk_reverse_complements() -> np.ndarray:
+    """Per 4-base chunk code (8 bits): the code of its reverse complement."""
+    chunk = np.arange(256, dtype=np.int64)
+    out = np.zeros(256, dtype=np.int64)
+    for shift in range(0, 8, 2):
+        out = (out << 2) | (3 - ((chunk >> shift) & 3))  # complement of digit d: 3 - d
+    return out
+
+
+_CHUNK_RC = _chunk_reverse_complements()
+
+
+def reverse_complement_codes(values: np.ndarray, k: int) -> np.ndarray:
+    """The codes (as :func:`kmer_codes` makes them) of the reverse complements of k-mers."""
+    values = np.asarray(values, dtype=np.int64)
+    # Four bases at a time by table: the k-mer as a 4*chunks-mer led by A's, whose reverse
+    # complement ends in as many T's, shifted out at the end.
+    chunks = (k + 3) // 4
+    out = np.zeros_like(values)
+    for i in range(chunks):
+        out <<= 8
+        out |= _CHUNK_RC[(values >> (8 * i)) & 255]
+    out >>= 2 * (4 * chunks - k)
+    return out

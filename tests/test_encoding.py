@@ -4,7 +4,9 @@ from dnaembed.encoding import (
     PAD_CODE,
     decode_flat,
     encode_flat,
+    kmer_codes,
     reverse_complement,
+    reverse_complement_codes,
     reverse_complement_flat,
     to_padded,
 )
@@ -24,6 +26,15 @@ def test_reverse_complement_flat_matches_string_version():
     out = decode_flat(reverse_complement_flat(codes, lengths, which), lengths)
     assert out == [reverse_complement("AACGTN"), "G", reverse_complement("TTGCA")]
     assert reverse_complement("AACGTN") == "NACGTT"
+
+
+def test_kmer_codes_reverse_complement_as_the_reversed_reads_do():
+    rng = np.random.default_rng(0)
+    for k in range(1, 13):
+        seqs = ["".join(rng.choice(list("ACGTN"), int(rng.integers(k, 40)))) for _ in range(30)]
+        forward, _ = kmer_codes(seqs, k)
+        reverse, _ = kmer_codes([reverse_complement(s) for s in seqs], k)
+        assert sorted(reverse_complement_codes(forward, k).tolist()) == sorted(reverse.tolist())
 
 
 def test_padding_and_window_cut():

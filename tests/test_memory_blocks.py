@@ -126,16 +126,20 @@ class _CountingTargets(list):
         return super().__getitem__(i)
 
 
-def test_kmer_index_reads_its_targets_twice_whatever_the_number_of_queries():
+@pytest.mark.parametrize(("kept_bytes", "passes"), [(kmers_module.KEPT_BYTES, 1), (0, 2)])
+def test_kmer_index_reads_its_targets_twice_whatever_the_number_of_queries(
+        kept_bytes, passes, monkeypatch):
     # Both grow with the input: reading the targets once per block of queries would cost
-    # the square of it (the rescue at 10^6 reads).
+    # the square of it (the rescue at 10^6 reads). Once when the first pass keeps their
+    # k-mers for the vote pass, twice when it cannot.
+    monkeypatch.setattr(kmers_module, "KEPT_BYTES", kept_bytes)
     rng = np.random.default_rng(6)
     targets = _CountingTargets(_reads(rng, strands=50, copies=1, length=40))
     queries = [_mutated(rng, targets[i % 50], 2) for i in range(3 * 4_096 + 1)]
     targets.reads[:] = 0
     found, _ = KmerIndex(targets, both=True, k=10).candidates(queries, 2)
     assert (found[:, 0] == np.arange(len(queries)) % 50).mean() > 0.95
-    assert targets.reads.tolist() == [2] * 50
+    assert targets.reads.tolist() == [passes] * 50
 
 
 def test_exact_check_in_slices_gives_the_same_distances(monkeypatch):

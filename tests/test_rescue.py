@@ -2,7 +2,16 @@
 
 import numpy as np
 
-from dnaembed.cluster.rescue import MIN_MARGIN, accepted, rescue_reads
+from dnaembed.cluster.rescue import (
+    DEFAULT_SEARCH,
+    MIN_MARGIN,
+    NOISY_MAX_SIZE,
+    NOISY_SEARCH,
+    CandidateSearch,
+    accepted,
+    rescue_reads,
+    rescue_settings,
+)
 from dnaembed.encoding import decode_flat, encode_flat, reverse_complement
 from dnaembed.sim.channel import Channel, transmit
 
@@ -24,7 +33,8 @@ def _no_neighbours(rows):
     return np.full((len(rows), 2), -1, np.int64), np.full((len(rows), 2), np.inf, np.float32)
 
 
-def _rescue(clusters: list[list[str]], extra: list[str]):
+def _rescue(clusters: list[list[str]], extra: list[str], *, max_size: int = 2,
+            search: CandidateSearch = DEFAULT_SEARCH, rate: float = 0.3):
     """Clusters of full-length reads, then one singleton per extra read: the rescue's result."""
     seqs = [s for c in clusters for s in c] + extra
     labels = np.array([i for i, c in enumerate(clusters) for _ in c]
@@ -32,7 +42,8 @@ def _rescue(clusters: list[list[str]], extra: list[str]):
     lengths = np.array([len(s) for s in seqs], np.float64)
     out = rescue_reads(seqs, [reverse_complement(s) for s in seqs], labels,
                        np.zeros(len(seqs), np.int8), lengths, np.ones(len(seqs), np.int64),
-                       _no_neighbours, rate=0.3, max_size=2, full_length=135, seed=0)
+                       _no_neighbours, rate=rate, max_size=max_size, full_length=135, seed=0,
+                       search=search)
     return out[0], len(seqs) - len(extra)
 
 
@@ -74,3 +85,43 @@ def test_noisy_truncated_reads_find_their_strand_by_kmers():
     wrong = (labels[n:] < len(strands)) & ~placed
     assert placed.mean() >= 0.8
     assert not wrong.any()
+
+
+def test_noisy_samples_get_the_wider_search():
+    assert rescue_settings(0.12, 2) == (NOISY_MAX_SIZE, NOISY_SEARCH)
+    assert rescue_settings(0.01, 2) == (2, CandidateSearch())
+    assert rescue_settings(None, 2) == (2, CandidateSearch())
+
+
+def test_noisy_reads_and_pieces_join_their_strand_with_the_wider_search():
+    # 12% errors per read (nanopore-hard): 150 strands of 6 reads, and 40 reads of some of
+    # them left alone. The wider search (10-mers of five reads) finds more of their strands
+    # than the default one, and puts none elsewhere.
+    rng = np.random.default_rng(11)
+    strands = _strands(150, rng)
+    hard = Channel(substitution=0.04, insertion=0.038, deletion=0.038)
+    clusters = [_noisy([s] * 6, hard, rng) for s in strands]
+    picks = rng.choice(len(strands), 40, replace=False)
+    extra = _noisy([strands[p] for p in picks.tolist()], hard, rng)
+    placed = {}
+    for name, search in (("default", CandidateSearch()), ("noisy", NOISY_SEARCH)):
+        labels, n = _rescue(clusters, extra, search=search, rate=0.4)
+        home = labels[np.arange(len(strands)) * 6]
+        placed[name] = labels[n:] == home[picks]
+        assert not ((labels[n:] < len(strands)) & ~placed[name]).any()
+    assert placed["noisy"].mean() >= 0.9 and placed["noisy"].sum() > placed["default"].sum()
+
+
+def test_pieces_of_a_few_reads_join_their_strand_up_to_max_size():
+    # Strands of 8 reads, each cut into a piece of 5 and a piece of 3 (as round 2 leaves
+    # them in a noisy sample): with max_size 3 the smaller piece joins the larger one.
+    rng = np.random.default_rng(12)
+    strands = _strands(40, rng)
+    channel = Channel(substitution=0.02, insertion=0.02, deletion=0.02)
+    reads = [_noisy([s] * 8, channel, rng) for s in strands]
+    clusters = [r[:5] for r in reads] + [r[5:] for r in reads]
+    for max_size, joined in ((2, False), (3, True)):
+        labels, _ = _rescue(clusters, [], max_size=max_size)
+        big, small = labels[: 5 * 40].reshape(40, 5), labels[5 * 40 :].reshape(40, 3)
+        assert (big == big[:, :1]).all()  # the larger pieces stay whole
+        assert np.array_equal(small == big[:, :1], np.full((40, 3), joined))

@@ -187,10 +187,12 @@ class Clusterer:
         centrality = centrality + lift * (data.lengths >= full_length)
         labels, orient, reps = assemble(groups, parity, centrality, data.weights)
         if self.rescue and n > 2:
-            from dnaembed.cluster.rescue import rescue_reads
+            from dnaembed.cluster.rescue import rescue_reads, rescue_settings
 
             start = time.perf_counter()
             embedded_before = data.seconds_embedding
+            max_size, search = rescue_settings(self._threshold(data).error_rate,
+                                               self.rescue_max_size)
             labels, orient, reps, rescued = rescue_reads(
                 data.seqs,
                 self._rc_seqs(data),
@@ -200,9 +202,10 @@ class Clusterer:
                 data.weights,
                 self._rescue_candidates(data),
                 rate=self._threshold(data).rescue_rate,
-                max_size=self.rescue_max_size,
+                max_size=max_size,
                 full_length=full_length,
                 seed=self.seed,
+                search=search,
             )
             self.stats_["rescued"] = rescued
             self._add_time("rescue", start)

@@ -15,16 +15,25 @@ find the common k-mers, one to vote); a target's votes are complete within its
 block, so each block's best targets merge into a running top list. An index of
 the targets, searched once per block of queries, would read every target once
 per block, which grows as the square of the input.
+
+The second orientation is the queries' (each query and its reverse complement
+share a k-mer with a target as often as the query and the reversed target do):
+the rescue's targets, several reads per cluster, outnumber its queries. The first
+pass counts only the k-mers that the queries hold and keeps them, up to
+:data:`KEPT_BYTES`, for the vote pass. With ``groups`` (the rescue: a few central
+reads per cluster), blocks are cut between groups, so a group's votes too are
+complete within its block, and a k-mer counts once per group.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 
 from dnaembed.arrays import rank_in_groups, sorted_unique
-from dnaembed.encoding import kmer_codes, reverse_complement
+from dnaembed.encoding import kmer_codes, reverse_complement_codes
 
 #: k-mer length (the rescue's, :data:`dnaembed.cluster.rescue.RESCUE_K`, says why 11).
 K = 11
@@ -38,98 +47,193 @@ MAX_TARGETS_PER_KMER = 16
 #: whatever the number of targets; each block of queries reads the targets once more.
 TARGET_BLOCK = 2_048
 QUERY_BLOCK = 32_768
+#: Bytes of the targets' k-mers (those the queries hold) that the pass finding the common
+#: k-mers keeps for the vote passes, which then read only the targets beyond them again.
+KEPT_BYTES = 64 << 20
 
 
 class KmerIndex:
-    """k-mers of target sequences (each in both orientations when ``both``).
+    """k-mers of target sequences (matched in both orientations when ``both``).
 
     ``targets`` may be any sequence of strings, read block by block: memory
-    does not grow with the number of targets.
+    does not grow with the number of targets. ``groups``, when given, numbers the
+    group of each target (several reads of one cluster), non-decreasing so that a
+    group's targets are contiguous: a search then ranks groups, a k-mer counting
+    once per group however many of its reads hold it, and ``max_targets`` counts
+    groups. ``block``: targets held at a time (default :data:`TARGET_BLOCK`; a block
+    never splits a group).
     """
 
     def __init__(self, targets: Sequence[str], *, both: bool, k: int = K,
-                 max_targets: int = MAX_TARGETS_PER_KMER) -> None:
+                 max_targets: int = MAX_TARGETS_PER_KMER, groups: np.ndarray | None = None,
+                 block: int | None = None) -> None:
         if not 1 <= k <= MAX_K:
             raise ValueError(f"k-mer length must be 1..{MAX_K}, not {k}")
+        if groups is not None:
+            groups = np.asarray(groups, dtype=np.int64)
+            if len(groups) != len(targets):
+                raise ValueError(f"{len(groups)} group numbers for {len(targets)} targets")
+            if len(groups) and (groups[0] < 0 or (np.diff(groups) < 0).any()):
+                raise ValueError("group numbers must be non-negative and non-decreasing")
         self.k = k
         self.targets = targets
         self.both = both
         self.max_targets = max_targets
-        self._common: np.ndarray | None = None
+        self.groups = groups
+        self.block = block
 
-    def _blocks(self):
-        """(first target, block size, k-mer codes, owner) per block of targets, one entry
-        per distinct (k-mer, target orientation); owner ``m + i`` is target ``i``'s reverse."""
-        n = len(self.targets)
-        for start in range(0, n, TARGET_BLOCK):
-            block = [self.targets[i] for i in range(start, min(start + TARGET_BLOCK, n))]
-            m = len(block)
-            seqs = block + ([reverse_complement(t) for t in block] if self.both else [])
-            v, owner = kmer_codes(seqs, self.k)
-            key = sorted_unique(v * (2 * m) + owner)
-            yield start, m, key // (2 * m), key % (2 * m)
+    def _cuts(self):
+        """(first, end) target of each block: about ``block`` targets, cut between groups."""
+        n, start = len(self.targets), 0
+        size = max(TARGET_BLOCK if self.block is None else self.block, 1)
+        while start < n:
+            end = min(start + size, n)
+            if self.groups is not None and end < n and self.groups[end] == self.groups[end - 1]:
+                # Back to the start of the group the cut would split; forward to its end when
+                # that group alone is larger than a block.
+                g = self.groups[end]
+                end = int(np.searchsorted(self.groups, g, side="left"))
+                if end <= start:
+                    end = int(np.searchsorted(self.groups, g, side="right"))
+            yield start, end
+            start = end
 
-    def common(self) -> np.ndarray:
+    def _blocks(self, skip: int = 0):
+        """(first owner, owners m, k-mer codes, owner) per block of targets, one entry per
+        k-mer of a target as read (repeats included; the queries carry the other
+        orientation). Owners are the targets, or with ``groups`` the groups (numbered
+        from the block's first)."""
+        for start, end in itertools.islice(self._cuts(), skip, None):
+            values, owner = kmer_codes([self.targets[i] for i in range(start, end)], self.k)
+            m, first = end - start, start
+            if self.groups is not None:
+                first = int(self.groups[start])
+                local = self.groups[start:end] - first
+                m = int(local[-1]) + 1
+                owner = local[owner]
+            yield first, m, values, owner
+
+    def common(self, wanted: np.ndarray | None = None, kept: list | None = None
+               ) -> np.ndarray:
         """Per possible k-mer: True if more than ``max_targets`` targets hold it (either
-        orientation counts once). Computed on first use, in one pass over the targets."""
-        if self._common is None:
-            held_by = np.zeros(4**self.k, dtype=np.int32)
-            for _, m, values, owner in self._blocks():
-                per_target = sorted_unique(values * m + owner % m) // m
-                kmer, n_targets = sorted_unique(per_target, return_counts=True)
-                held_by[kmer] += n_targets.astype(np.int32)
-            self._common = held_by > self.max_targets
-        return self._common
+        orientation counts once; with ``groups``, groups), in one pass over the targets.
 
-    def candidates(self, queries: Sequence[str], top: int) -> tuple[np.ndarray, np.ndarray]:
+        ``wanted`` (per possible k-mer, closed under reverse complement when ``both``):
+        only those k-mers are counted, the others reported False (a search needs only its
+        queries'). ``kept``: receives ``(first owner, m, k-mer * m + owner)`` of the first
+        blocks, up to :data:`KEPT_BYTES`, for the vote passes.
+        """
+        held_by = np.zeros(4**self.k, dtype=np.int32)
+        budget = KEPT_BYTES if kept is not None else -1
+        for first, m, values, owner in self._blocks():
+            if wanted is not None:
+                keep = wanted[values]
+                values, owner = values[keep], owner[keep]
+            key = sorted_unique(values * m + owner)
+            if 0 <= key.nbytes <= budget:
+                kept.append((first, m, key))
+                budget -= key.nbytes
+            else:
+                budget = -1  # kept blocks stay a prefix of the targets
+            values = key // m
+            if self.both:
+                # Counted by canonical k-mer (the lesser of it and its reverse complement):
+                # a target holding either counts once.
+                canonical = np.minimum(values, reverse_complement_codes(values, self.k))
+                values = sorted_unique(canonical * m + key % m) // m
+            kmer, n_targets = sorted_unique(values, return_counts=True)
+            held_by[kmer] += n_targets.astype(np.int32)
+        common = held_by > self.max_targets
+        if self.both:
+            canonical = np.flatnonzero(common)  # few: shared primers
+            common[reverse_complement_codes(canonical, self.k)] = True
+        return common
+
+    def _wanted(self, queries: Sequence[str]) -> np.ndarray:
+        """Per possible k-mer: whether a query holds it (or, with ``both``, its reverse)."""
+        wanted = np.zeros(4**self.k, dtype=bool)
+        for start in range(0, len(queries), QUERY_BLOCK):
+            values, _ = kmer_codes(list(queries[start : start + QUERY_BLOCK]), self.k)
+            wanted[values] = True
+            if self.both:
+                wanted[reverse_complement_codes(values, self.k)] = True
+        return wanted
+
+    def candidates(self, queries: Sequence[str], top: int, *, min_votes: int = 1
+                   ) -> tuple[np.ndarray, np.ndarray]:
         """The ``top`` targets sharing the most k-mers with each query.
 
         Returns ``(targets, flips)`` arrays of shape ``(len(queries), top)``, -1
-        where there are fewer; ``flip`` 1 means the query matches the target's
-        reverse complement. Ties: the lower target number first.
+        where there are fewer (group numbers with ``groups``) sharing at least
+        ``min_votes`` k-mers; ``flip`` 1 means the query matches the target's reverse
+        complement. Ties: the lower number first.
         """
         m = len(queries)
         out_t = np.full((m, top), -1, dtype=np.int64)
         out_f = np.zeros((m, top), dtype=np.int8)
         if m == 0 or len(self.targets) == 0:
             return out_t, out_f
-        common = self.common()
+        kept: list = []
+        common = self.common(self._wanted(queries), kept)
         for start in range(0, m, QUERY_BLOCK):
             block = list(queries[start : start + QUERY_BLOCK])
             best = _TopTargets(len(block), top)
-            table = _QueryTable(block, self.k, common)
-            for first, size, values, owner in self._blocks():
+            table = _QueryTable(block, self.k, common, self.both)
+            for first, size, key in kept:
+                best.merge(*table.votes(key // size, key % size, size, distinct=True), size,
+                           first)
+            for first, size, values, owner in self._blocks(skip=len(kept)):
                 best.merge(*table.votes(values, owner, size), size, first)
-            out_t[start : start + len(block)], out_f[start : start + len(block)] = best.result()
+            target, flip = best.result()
+            few = best.votes < min_votes  # the last places of a query's list
+            target[few], flip[few] = -1, 0
+            out_t[start : start + len(block)], out_f[start : start + len(block)] = target, flip
         return out_t, out_f
 
 
 class _QueryTable:
     """The queries' k-mers by k-mer: a table over all 4^k k-mers of where each one's
-    queries start in ``query`` (a k-mer counts once per query; common k-mers left out)."""
+    query sides start in ``side`` (a k-mer counts once per side; common k-mers left out).
 
-    def __init__(self, queries: list[str], k: int, common: np.ndarray) -> None:
-        m = len(queries)
-        values, query = kmer_codes(queries, k)
-        key = sorted_unique(values * m + query)
-        values, query = key // m, key % m
+    With ``both``, query ``i``'s reverse complement is side ``m + i``: matching the
+    reverse of a query against targets as read counts what matching the query against
+    reversed targets would (the same k-mers, reversed), and costs a second orientation
+    of the queries rather than of the targets, of which there are usually more.
+    """
+
+    def __init__(self, queries: list[str], k: int, common: np.ndarray, both: bool) -> None:
+        self.m = m = len(queries)
+        values, side = kmer_codes(queries, k)
+        if both:
+            values = np.concatenate([values, reverse_complement_codes(values, k)])
+            side = np.concatenate([side, side + m])
+        sides = 2 * m if both else m
+        key = sorted_unique(values * sides + side)
+        values, side = key // sides, key % sides
         keep = ~common[values]
-        values, self.query = values[keep], query[keep].astype(np.int32)
+        values, self.side = values[keep], side[keep].astype(np.int32)
         self.first = np.zeros(4**k + 1, dtype=np.int64)
         np.cumsum(np.bincount(values, minlength=4**k), out=self.first[1:])
 
-    def votes(self, values: np.ndarray, owner: np.ndarray, m: int
+    def votes(self, values: np.ndarray, owner: np.ndarray, m: int, *, distinct: bool = False
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(query, owner, votes) for every query sharing k-mers with a target orientation
-        of this block (``values``/``owner`` as :meth:`KmerIndex._blocks` gives them)."""
+        """(query, owner orientation, votes) for every query sharing k-mers with an owner
+        of this block (``values``/``owner`` as :meth:`KmerIndex._blocks` gives them, or
+        ``distinct`` pairs, ``m`` owners); owner orientation ``m + i``: the query matches
+        owner ``i`` reversed."""
+        found = self.first[values + 1] > self.first[values]
+        values, owner = values[found], owner[found]
+        if not distinct:
+            # A k-mer counts once per owner: deduplicated after the lookup, which drops most.
+            key = sorted_unique(values * m + owner)
+            values, owner = key // m, key % m
         lo = self.first[values]
         hits = self.first[values + 1] - lo
-        found = hits > 0
-        lo, hits, owner = lo[found], hits[found], owner[found]
         pos = np.repeat(lo - np.cumsum(hits) + hits, hits) + np.arange(int(hits.sum()))
-        combo, votes = sorted_unique(self.query[pos].astype(np.int64) * (2 * m)
+        combo, votes = sorted_unique(self.side[pos].astype(np.int64) * m
                                      + np.repeat(owner, hits), return_counts=True)
-        return combo // (2 * m), combo % (2 * m), votes
+        side, owner = combo // m, combo % m
+        return side % self.m, owner + m * (side >= self.m), votes
 
 
 class _TopTargets:

@@ -58,6 +58,7 @@ from dnaembed.cluster.partition_tasks import (
     embed_chunk,
     search_partition,
 )
+from dnaembed.cluster.rescue import CandidateSearch, rescue_settings
 from dnaembed.cluster.rounds import PairCollector, RepresentativeRounds, distinct_pairs
 from dnaembed.cluster.threshold import (
     FULL_LENGTH_FRACTION,
@@ -190,6 +191,8 @@ def _cluster_all(units: Units, model, runner, *, plan: PartitionPlan, spill: Spi
         del edges, dist  # round 1's pairs are linked: nothing reads them again
         run.stage.timed("link", start)
         rescuing = rescue and n > 2
+        # A noisy sample's rescue takes larger pieces and searches k-mers more widely.
+        rescue_max_size, search = rescue_settings(threshold.error_rate, rescue_max_size)
         superset = (_rescue_superset(linker, units, rescue_max_size) if rescuing
                     else np.zeros(0, np.int64))
         rounds = RepresentativeRounds(run, threshold, both=both, rescue_rows=superset)
@@ -203,8 +206,8 @@ def _cluster_all(units: Units, model, runner, *, plan: PartitionPlan, spill: Spi
         trim_memory()
         if split:
             groups = _split(units, groups, parity, degree, threshold, run.stage)
-        result = _finish(units, groups, parity, degree, threshold, rounds.lists, rescuing,
-                         rescue_max_size, both, seed, run.stage)
+        result = _finish(units, groups, parity, degree, threshold, rounds.lists,
+                         search if rescuing else None, rescue_max_size, both, seed, run.stage)
     finally:
         run.close()
     return result
@@ -421,22 +424,24 @@ def _rescue_superset(linker: _GuardedLinker, units: Units, max_size: int) -> np.
     return np.flatnonzero((size[groups] <= max_size) | ~has_full[groups])
 
 
-def _finish(units: Units, groups, parity, degree, threshold, lists, rescue: bool,
-            max_size: int, both: bool, seed: int, stage: _Stage) -> PartitionedResult:
-    """Labels from the linked groups, representatives of full length, then the rescue."""
+def _finish(units: Units, groups, parity, degree, threshold, lists,
+            rescue: CandidateSearch | None, max_size: int, both: bool, seed: int,
+            stage: _Stage) -> PartitionedResult:
+    """Labels from the linked groups, representatives of full length, then the rescue
+    (``rescue``: its k-mer search; None: no rescue)."""
     full_length = FULL_LENGTH_FRACTION * units.median_length
     centrality = np.asarray(degree, dtype=np.float64)
     lift = float(np.abs(centrality).max(initial=0.0)) * 2 + 1
     centrality = centrality + lift * (units.lengths >= full_length)
     labels, orient, reps = assemble(groups, parity, centrality, units.weights)
-    if rescue:
+    if rescue is not None:
         from dnaembed.cluster.rescue import rescue_reads
 
         start = time.perf_counter()
         labels, orient, reps, rescued = rescue_reads(
             units.seqs, units.seqs.reversed() if both else None, labels, orient, centrality,
             units.weights, lists, rate=threshold.rescue_rate, max_size=max_size,
-            full_length=full_length, seed=seed, lengths=units.lengths)
+            full_length=full_length, seed=seed, lengths=units.lengths, search=rescue)
         stage.stats["rescued"] = rescued
         stage.timed("rescue", start)
     return PartitionedResult(labels, orient, reps, threshold, stage.timings, stage.stats)

@@ -4,10 +4,11 @@ A read that lost its end (5% of the real set's reads are under 94 nt) is far
 from its strand's full-length reads by the missing length alone, so neither the
 embedding nor a global Levenshtein check puts it with them. After the main
 clustering, such reads are aligned semi-globally (infix: the read may start and
-end anywhere in the target, edlib ``HW`` mode) against a few reads
-(:data:`MEMBERS_PER_CLUSTER`: the representative and the most central other
-full-length reads) of a few candidate clusters, in both orientations when both
-are clustered, taking the closest, and move to the best cluster only when
+end anywhere in the target, edlib ``HW`` mode) against the consensus of a few
+reads (:data:`MEMBERS_PER_CLUSTER`: the representative and the most central
+other full-length reads; :mod:`dnaembed.cluster.profiles`) of a few candidate
+clusters, in both orientations when both are clustered, and move to the best
+cluster only when
 
 * it is clearly better than the runner-up cluster: at most 0.85 of the
   runner-up's edits, and at least 5 fewer. The rule is relative because how
@@ -38,13 +39,36 @@ Two passes, so that no read moves into a cluster that is itself moving:
    cluster with a full-length representative, however small (a design with a
    single full-length read still takes its truncated reads).
 
-Candidate clusters: the :data:`MAX_CANDIDATES` target clusters whose
-representatives share the most :data:`RESCUE_K`-mers with the read
-(:mod:`dnaembed.cluster.kmers`; a truncated read shares most of its k-mers with
-its strand, while the embedding, like the global distance it approximates, sees
-it as far), then up to :data:`EMBEDDING_CANDIDATES` more from the read's nearest
-embedding neighbours. Decisions within a pass are taken against the clustering
-before it, so the result does not depend on the order of the reads.
+Candidate clusters: the :data:`MAX_CANDIDATES` target clusters whose central
+reads (three, voting together) share the most :data:`RESCUE_K`-mers with the
+read (:mod:`dnaembed.cluster.kmers`; a truncated read shares most of its k-mers
+with its strand, while the embedding, like the global distance it approximates,
+sees it as far), then up to :data:`EMBEDDING_CANDIDATES` more from the read's
+nearest embedding neighbours. Decisions within a pass are taken against the
+clustering before it, so the result does not depend on the order of the reads.
+
+A noisy sample (per-read error rate from :data:`NOISY_ERROR_RATE`, as the
+threshold's same-strand peak shows it) gets a wider search: 10-mers of five
+central reads per cluster, clusters sharing at least 4 of them with the read (the
+others share 0-2 by chance), and pass 1 takes clusters of up to
+:data:`NOISY_MAX_SIZE` reads (:func:`rescue_settings`). At 12% errors per read
+(nanopore-hard) the small search encoder leaves ~1% of the reads alone or in
+pieces of 3-5; an 11-mer of such a read survives in any one other read of its
+strand too rarely (0-4 shared) for the vote, and pieces larger than 2 were not
+examined.
+
+Why the consensus (ldpc-exp7): against single reads the two distances the rule
+compares both carry the member's own errors, and the labels of the real set are
+decided on distances to the designs, which a consensus of five reads is within
+~0.2 edits of (against ~1.8 for the representative alone). Why both orientations
+always: the orientation that won the k-mer vote (a few k-mers) is wrong often
+enough to cost reads.
+
+Cost: a cluster's consensus is built the first time a read needs it and kept for
+both passes (most clusters are candidates of many reads); the k-mer index reverses
+the reads asked about rather than the clusters' reads, and counts only their
+k-mers (:mod:`dnaembed.cluster.kmers`). On the real set the rescue costs what the
+single-read rescue did.
 
 Why these figures (ldpc-exp7, whose labels come from infix distances to the
 designs): the reads the rescue got wrong there were short reads (40-100 nt)
@@ -64,21 +88,67 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from dnaembed.cluster.labels import assemble
+from dnaembed.cluster.profiles import ClusterProfiles
 
 #: Clusters tried per read: by shared k-mers, then by embedding neighbours.
 MAX_CANDIDATES = 8
 EMBEDDING_CANDIDATES = 2
 #: k-mer length of the candidate search (see the module notes).
 RESCUE_K = 11
-#: Reads of each candidate cluster a read is aligned to (the representative and the most
-#: central other full-length reads): one read's own errors would otherwise blur the comparison.
-MEMBERS_PER_CLUSTER = 3
+#: Central full-length reads of each candidate cluster (the representative first) whose
+#: consensus a read is aligned to (:mod:`dnaembed.cluster.profiles`): one read's own errors
+#: would otherwise blur the comparison.
+MEMBERS_PER_CLUSTER = 5
 MIN_MARGIN = 5
 RUNNER_UP_RATIO = 0.85
+#: Pass 1 examines every full-length read of clusters up to this size; of larger ones (up
+#: to ``max_size``), the representative only, and the cluster moves with it.
+READ_MAX_SIZE = 2
+#: From this per-read error rate of the sample on (the threshold's same-strand peak),
+#: :data:`NOISY_SEARCH` and :data:`NOISY_MAX_SIZE` apply (see :func:`rescue_settings`).
+NOISY_ERROR_RATE = 0.08
+#: Pass 1's largest clusters (reads) in a noisy sample: there, rounds 2.. leave pieces of
+#: 3-5 reads that their strand's embedding neighbours missed.
+NOISY_MAX_SIZE = 5
+
+
+@dataclass(frozen=True)
+class CandidateSearch:
+    """How candidate clusters are found by shared k-mers: k-mer length, how many of each
+    cluster's central reads vote for it (see :func:`_member_kmers`), and the fewest
+    shared k-mers that make a cluster a candidate."""
+
+    k: int = RESCUE_K
+    reads: int = 3
+    min_votes: int = 1
+
+
+#: In a noisy sample (12% errors per read, two reads of a strand ~24% apart) an 11-mer
+#: survives in both a read and any one other read too rarely: 10-mers, five reads' worth.
+#: A read shares ~30 of them with its strand's five reads and 0-2 by chance with another
+#: strand's (700 of the 10^6 10-mers): clusters sharing fewer than 4 are not worth a
+#: consensus and its alignments (nanopore-hard: the same clusters, a third less time;
+#: from 6 on, reads of their own strand are lost).
+NOISY_SEARCH = CandidateSearch(k=10, reads=5, min_votes=4)
+DEFAULT_SEARCH = CandidateSearch()
+
+
+def is_noisy(error_rate: float | None) -> bool:
+    """Whether a sample of this per-read error rate gets the noisy settings."""
+    return error_rate is not None and error_rate >= NOISY_ERROR_RATE
+
+
+def rescue_settings(error_rate: float | None, max_size: int) -> tuple[int, CandidateSearch]:
+    """Pass 1's largest clusters and the k-mer search, for a sample whose reads carry
+    ``error_rate`` errors per base (None: unknown) and the caller's ``max_size``."""
+    if is_noisy(error_rate):
+        return max(max_size, NOISY_MAX_SIZE), NOISY_SEARCH
+    return max_size, DEFAULT_SEARCH
 
 
 def allowed_distance(length: int, rate: float) -> int:
@@ -116,6 +186,7 @@ def rescue_reads(
     seed: int = 0,
     details: list | None = None,
     lengths: np.ndarray | None = None,
+    search: CandidateSearch = DEFAULT_SEARCH,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Move leftover reads into clusters they clearly belong to (see the module notes).
 
@@ -124,7 +195,8 @@ def rescue_reads(
     of those rows and their embedding distances (``(len(rows), m)``, -1 for
     none). ``details``, when given, receives ``(read, length, best, runner_up,
     cluster, accepted)`` for every read examined. ``lengths``: the reads' lengths, when
-    known (else measured from ``seqs``, which reads every sequence once).
+    known (else measured from ``seqs``, which reads every sequence once). ``search``: how
+    candidate clusters are found by k-mers (:func:`rescue_settings`).
     Returns labels, orientations, representatives and the number of reads moved
     (counting collapsed copies).
     """
@@ -134,20 +206,22 @@ def rescue_reads(
     centrality = np.asarray(centrality, dtype=np.float64)
     labels, orientation, reps = assemble(labels, orientation, centrality, weights)
     moved = 0
+    known_profiles: dict = {}  # shared by the passes (ClusterProfiles)
     for full_pass in (True, False):
         sizes = np.bincount(labels, weights=weights, minlength=len(reps))
-        full_rep = lengths[reps] >= full_length
-        targets = full_rep
+        targets = lengths[reps] >= full_length  # clusters of a full-length representative
         if full_pass:
-            rows = np.flatnonzero((sizes[labels] <= max_size) & (lengths >= full_length))
+            rows = _small_cluster_rows(labels, sizes, reps, lengths, full_length, max_size)
         else:
-            rows = np.flatnonzero(~full_rep[labels] & (lengths > 0))
+            rows = np.flatnonzero(~targets[labels] & (lengths > 0))
         if len(rows) == 0 or not targets.any():
             continue
-        members = _central_members(labels, orientation, centrality, lengths, reps, full_length)
+        members = _central_members(labels, orientation, centrality, lengths, reps, full_length,
+                                   max(MEMBERS_PER_CLUSTER, search.reads))
         new_labels, new_orient, n_moved = _rescue_pass(
             seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows, targets,
-            neighbours_of, rate, details, upward_only=full_pass, seed=seed,
+            neighbours_of, rate, details, upward_only=full_pass, seed=seed, search=search,
+            known_profiles=known_profiles,
         )
         if n_moved:
             moved += n_moved
@@ -159,7 +233,7 @@ def rescue_reads(
     return labels, orientation, reps, moved
 
 
-def _central_members(labels, orientation, centrality, lengths, reps, full_length
+def _central_members(labels, orientation, centrality, lengths, reps, full_length, count: int
                      ) -> list[list[tuple[int, int]]]:
     """Per cluster: (read, orientation) of its representative and most central full-length reads."""
     members: list[list[tuple[int, int]]] = [[(int(r), 0)] for r in reps.tolist()]
@@ -168,45 +242,45 @@ def _central_members(labels, orientation, centrality, lengths, reps, full_length
     is_rep[reps] = True
     for i in order[(lengths[order] >= full_length) & ~is_rep[order]].tolist():
         group = members[labels[i]]
-        if len(group) < MEMBERS_PER_CLUSTER:
+        if len(group) < count:
             group.append((i, int(orientation[i])))
     return members
 
 
 def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows,
-                 targets, neighbours_of, rate, details, *, upward_only: bool, seed: int
+                 targets, neighbours_of, rate, details, *, upward_only: bool, seed: int,
+                 search: CandidateSearch, known_profiles: dict
                  ) -> tuple[np.ndarray, np.ndarray, int]:
-    from dnaembed.cluster.kmers import KmerIndex
-
     labels = labels.copy()
     orientation = orientation.copy()
     before = labels.copy()
-    both = rc_seqs is not None
     rng = np.random.default_rng([seed, 13])
     target_ids = np.flatnonzero(targets)
-    kmer_index = KmerIndex([seqs[reps[c]] for c in target_ids.tolist()], both=both,
-                           k=RESCUE_K)
-    by_kmers, kmer_flips = kmer_index.candidates([seqs[i] for i in rows.tolist()], MAX_CANDIDATES)
+    kmer_index = _member_kmers(seqs, rc_seqs, members, target_ids, search)
+    profiles = ClusterProfiles(seqs, rc_seqs, [m[:MEMBERS_PER_CLUSTER] for m in members],
+                               known=known_profiles)
+    by_kmers, _ = kmer_index.candidates([seqs[i] for i in rows.tolist()], MAX_CANDIDATES,
+                                        min_votes=search.min_votes)
     by_embedding, embedded = neighbours_of(rows)
     # Clusters of the embedding neighbours, nearest first (-1: none, or not a target).
     order = np.argsort(embedded, axis=1, kind="stable")
     nearest = np.take_along_axis(by_embedding, order, axis=1)
     near_clusters = np.where(nearest >= 0, before[np.maximum(nearest, 0)], -1)
     near_clusters[(near_clusters >= 0) & ~targets[np.maximum(near_clusters, 0)]] = -1
-    kmer_rows, flip_rows, near_rows = by_kmers.tolist(), kmer_flips.tolist(), near_clusters.tolist()
+    kmer_rows, near_rows = by_kmers.tolist(), near_clusters.tolist()
     target_list = target_ids.tolist()
     moved = 0
     for r, row in enumerate(rows.tolist()):
         own = before[row]
         # Clusters are numbered by decreasing size: "larger" is a smaller number.
         limit = own if upward_only else len(reps)
-        clusters = _candidate_clusters(kmer_rows[r], flip_rows[r], near_rows[r], target_list,
-                                       own, limit, both, rng)
+        clusters = _candidate_clusters(kmer_rows[r], near_rows[r], target_list, own, limit,
+                                       rng)
         if clusters is None:
             continue
         length = int(lengths[row])
-        scored = _score_clusters(seqs, rc_seqs, row, clusters, members,
-                                 _alignment_bound(length, rate), both)
+        scored = _score_clusters(seqs, rc_seqs, row, clusters, profiles,
+                                 _alignment_bound(length, rate))
         (d1, flip, c1), (d2, _, _) = scored[0], scored[1]
         accept = accepted(d1, d2, length, rate)
         if details is not None:
@@ -216,27 +290,71 @@ def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, len
             orientation[row] = flip
             moved += int(weights[row])
     if upward_only and moved:
+        moved += _follow_moved_pieces(labels, orientation, before, reps, weights)
         _follow_moved_representatives(labels, orientation, before, reps)
     return labels, orientation, moved
 
 
-def _candidate_clusters(kmer_targets, kmer_flips, near, target_list, own: int, limit: int,
-                        both: bool, rng) -> dict[int, int | None] | None:
-    """A read's candidate clusters -> its orientation to each (None: try both), or None.
+def _small_cluster_rows(labels, sizes, reps, lengths, full_length, max_size) -> np.ndarray:
+    """Pass 1's reads: the full-length reads of clusters of up to :data:`READ_MAX_SIZE`
+    reads, and the representatives of larger ones up to ``max_size`` (pieces of a strand,
+    which move as a whole with their representative)."""
+    alone = np.flatnonzero((sizes[labels] <= min(READ_MAX_SIZE, max_size))
+                           & (lengths >= full_length))
+    piece = (sizes > READ_MAX_SIZE) & (sizes <= max_size) & (lengths[reps] >= full_length)
+    return np.union1d(alone, reps[piece])
+
+
+def _follow_moved_pieces(labels, orientation, before, reps, weights) -> int:
+    """The reads of a piece (a cluster of more than :data:`READ_MAX_SIZE` reads) whose
+    representative moved follow it (in place); returns the reads moved so."""
+    sizes = np.bincount(before, weights=weights, minlength=len(reps))
+    rep_moved = labels[reps] != np.arange(len(reps))
+    pieces = np.flatnonzero(rep_moved & (sizes > READ_MAX_SIZE))
+    if len(pieces) == 0:
+        return 0
+    rows = np.flatnonzero(np.isin(before, pieces) & (labels == before))
+    rep = reps[before[rows]]
+    labels[rows] = labels[rep]
+    orientation[rows] ^= orientation[rep]
+    return int(weights[rows].sum())
+
+
+def _member_kmers(seqs, rc_seqs, members, target_ids: np.ndarray, search: CandidateSearch):
+    """The k-mers of the target clusters' central reads, each read oriented as its cluster.
+
+    A noisy read shares few k-mers with any one read of its strand (each k-mer must
+    survive the errors of both), but more with several: the k-mers of
+    ``search.reads`` reads of a cluster vote for it together.
+    """
+    from dnaembed.cluster.kmers import KmerIndex
+
+    reads, groups = [], []
+    for g, c in enumerate(target_ids.tolist()):
+        for member, flip in members[c][: search.reads]:
+            reads.append(rc_seqs[member] if flip and rc_seqs is not None else seqs[member])
+            groups.append(g)
+    return KmerIndex(reads, both=rc_seqs is not None, k=search.k,
+                     groups=np.asarray(groups, np.int64))
+
+
+def _candidate_clusters(kmer_targets, near, target_list, own: int, limit: int, rng
+                        ) -> list[int] | None:
+    """A read's candidate clusters, or None.
 
     Most shared k-mers first, then nearest in the embedding; with a single candidate,
     a random other cluster as the runner-up (what an unrelated strand scores).
     """
-    clusters: dict[int, int | None] = {}
-    for t, flip in zip(kmer_targets, kmer_flips):
+    clusters: dict[int, None] = {}  # insertion-ordered set
+    for t in kmer_targets:
         if t >= 0 and target_list[t] != own and target_list[t] < limit:
-            clusters[target_list[t]] = flip if both else 0
+            clusters[target_list[t]] = None
     extra = 0
     for c in near:
         if extra == EMBEDDING_CANDIDATES:
             break
         if c >= 0 and c != own and c < limit and c not in clusters:
-            clusters[c] = None  # orientation unknown: try both
+            clusters[c] = None
             extra += 1
     if not clusters:
         return None
@@ -248,23 +366,27 @@ def _candidate_clusters(kmer_targets, kmer_flips, near, target_list, own: int, l
         if not pool:
             return None
         clusters[pool[0]] = None
-    return clusters
+    return list(clusters)
 
 
-def _score_clusters(seqs, rc_seqs, row: int, clusters: dict[int, int | None], members,
-                    bound: int, both: bool) -> list[tuple[int, int, int]]:
-    """(best semi-global distance to a member, orientation, cluster), best first."""
+def _score_clusters(seqs, rc_seqs, row: int, clusters: list[int], profiles, bound: int
+                    ) -> list[tuple[int, int, int]]:
+    """(best semi-global distance to the cluster's profile, orientation, cluster), best first.
+
+    Both orientations of the read are tried whenever both are clustered: the orientation
+    that won the k-mer vote is wrong often enough (votes of a few k-mers) to cost reads.
+    """
     import edlib
 
+    flips = (0, 1) if rc_seqs is not None else (0,)
     scored = []
-    for c, flip in clusters.items():
-        flips = (flip,) if flip is not None else ((0, 1) if both else (0,))
+    for c in clusters:
         best = (bound + 1, 0)
-        for member, member_flip in members[c]:
+        for target in profiles(c):
             for f in flips:
-                # The read's orientation relative to this member, then to the cluster.
-                query = rc_seqs[row] if f ^ member_flip else seqs[row]
-                d = edlib.align(query, seqs[member], mode="HW", task="distance",
+                # Profiles are in the cluster's orientation: so is the query, flipped or not.
+                query = rc_seqs[row] if f else seqs[row]
+                d = edlib.align(query, target, mode="HW", task="distance",
                                 k=min(bound, best[0] - 1))["editDistance"]
                 if 0 <= d < best[0]:
                     best = (d, f)

@@ -1,0 +1,146 @@
+"""Consensus profiles and grouped k-mer votes of the rescue, on simulated reads."""
+
+import Levenshtein
+import numpy as np
+import pytest
+
+import dnaembed.cluster.kmers as kmers_module
+from dnaembed.cluster.kmers import KmerIndex
+from dnaembed.cluster.profiles import ClusterProfiles, star_consensus
+from dnaembed.encoding import decode_flat, encode_flat, reverse_complement
+from dnaembed.sim.channel import Channel, transmit
+
+BASES = list("ACGT")
+
+
+def _noisy(seqs: list[str], channel: Channel, rng) -> list[str]:
+    out = transmit(*encode_flat(seqs), channel, rng)
+    return decode_flat(out.codes, out.lengths)
+
+
+def test_consensus_outvotes_each_reads_own_errors():
+    rng = np.random.default_rng(1)
+    design = "".join(rng.choice(BASES, 150))
+    # Disjoint errors: a substitution, a deletion and an insertion in three reads; each is
+    # outvoted by the two others, whichever read the consensus starts from.
+    a = design[:20] + ("A" if design[20] != "A" else "C") + design[21:]
+    b = design[:70] + design[71:]
+    c = design[:110] + "G" + design[110:]
+    for ref, others in ((a, [b, c]), (b, [a, c]), (c, [a, b])):
+        assert star_consensus(ref, others) == design
+    # Nothing to outvote with a single other read.
+    assert star_consensus(a, [b]) == a
+
+
+def test_consensus_of_noisy_reads_is_closer_to_the_design():
+    rng = np.random.default_rng(2)
+    channel = Channel(substitution=0.01, insertion=0.01, deletion=0.01)
+    closer = same = 0
+    for _ in range(40):
+        design = "".join(rng.choice(BASES, 150))
+        reads = _noisy([design] * 5, channel, rng)
+        consensus = star_consensus(reads[0], reads[1:])
+        d_rep, d_cons = (Levenshtein.distance(x, design) for x in (reads[0], consensus))
+        assert d_cons <= d_rep
+        closer += d_cons < d_rep
+        same += d_cons == 0
+    assert closer >= 25 and same >= 20
+
+
+def test_profiles_orient_reads_as_their_cluster():
+    rng = np.random.default_rng(3)
+    design = "".join(rng.choice(BASES, 120))
+    reads = [design, reverse_complement(design), design]
+    rc = [reverse_complement(s) for s in reads]
+    profiles = ClusterProfiles(reads, rc, [[(0, 0), (1, 1), (2, 0)], [(1, 0)]])
+    assert profiles(0) == [design]  # the second read, flipped, agrees with the others
+    assert profiles(1) == [reads[1]]  # too few reads for a consensus: the reads themselves
+
+
+def test_grouped_kmers_find_the_cluster_of_a_noisy_read():
+    # 12% errors per read (nanopore-hard): a read shares few 10-mers with any one read of
+    # its strand, more with five of them together.
+    rng = np.random.default_rng(4)
+    channel = Channel(substitution=0.04, insertion=0.04, deletion=0.04)
+    designs = ["".join(rng.choice(BASES, 150)) for _ in range(300)]
+    members = [_noisy([d] * 5, channel, rng) for d in designs]
+    picks = rng.choice(len(designs), 80, replace=False)
+    queries = _noisy([designs[p] for p in picks.tolist()], channel, rng)
+    single = KmerIndex([m[0] for m in members], both=True, k=10)
+    grouped = KmerIndex([r for m in members for r in m], both=True, k=10,
+                        groups=np.repeat(np.arange(len(designs)), 5))
+    hit_single = (single.candidates(queries, 1)[0][:, 0] == picks).mean()
+    hit_grouped = (grouped.candidates(queries, 1)[0][:, 0] == picks).mean()
+    assert hit_grouped >= 0.95 and hit_grouped > hit_single
+
+
+def test_groups_of_single_reads_rank_as_the_reads():
+    rng = np.random.default_rng(5)
+    targets = ["".join(rng.choice(BASES, 80)) for _ in range(50)]
+    queries = [t[10:70] for t in targets[::3]] + [reverse_complement(targets[4])]
+    plain = KmerIndex(targets, both=True, k=11).candidates(queries, 3)
+    grouped = KmerIndex(targets, both=True, k=11, groups=np.arange(50)).candidates(queries, 3)
+    assert np.array_equal(plain[0], grouped[0]) and np.array_equal(plain[1], grouped[1])
+    assert plain[0][-1, 0] == 4 and plain[1][-1, 0] == 1
+
+
+def _brute_force_groups(targets, groups, queries, k, max_targets, top, min_votes=1):
+    """Each query's ``top`` groups by distinct shared k-mers (at least ``min_votes``),
+    counted directly."""
+    def kmers(s):
+        return {s[i : i + k] for i in range(len(s) - k + 1)}
+
+    n_groups = max(groups) + 1
+    held = [[set(), set()] for _ in range(n_groups)]
+    for t, g in zip(targets, groups):
+        held[g][0] |= kmers(t)
+        held[g][1] |= kmers(reverse_complement(t))
+    count: dict[str, int] = {}
+    for fwd, rev in held:
+        for x in fwd | rev:
+            count[x] = count.get(x, 0) + 1
+    out_t = np.full((len(queries), top), -1, np.int64)
+    out_f = np.zeros((len(queries), top), np.int8)
+    for q, query in enumerate(queries):
+        mine = {x for x in kmers(query) if count.get(x, 0) <= max_targets}
+        scored = []
+        for g, (fwd, rev) in enumerate(held):
+            votes = (len(mine & fwd), len(mine & rev))
+            best = max(votes)
+            if best >= max(min_votes, 1):
+                scored.append((-best, g, int(votes[1] > votes[0])))
+        for rank, (_, g, f) in enumerate(sorted(scored)[:top]):
+            out_t[q, rank], out_f[q, rank] = g, f
+    return out_t, out_f
+
+
+@pytest.mark.parametrize(("block", "kept_bytes"), [(3, 0), (7, 3_000), (1_000, 1 << 20)])
+def test_grouped_votes_match_a_direct_count(block, kept_bytes, monkeypatch):
+    # Short k on short random reads: many shared and common k-mers, many ties. Groups of
+    # 1-4 reads and one of 9 straddle blocks of 3 and 7 targets (and one larger than them);
+    # the vote passes find the targets' k-mers kept from the first pass, some, or none.
+    monkeypatch.setattr(kmers_module, "KEPT_BYTES", kept_bytes)
+    rng = np.random.default_rng(6)
+    sizes = rng.integers(1, 5, 25).tolist()
+    sizes[11] = 9
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    targets = ["".join(rng.choice(BASES, int(rng.integers(12, 30)))) for _ in groups]
+    queries = ["".join(rng.choice(BASES, int(rng.integers(8, 30)))) for _ in range(40)]
+    queries += [reverse_complement(targets[i][2:20]) for i in range(0, len(targets), 9)]
+    index = KmerIndex(targets, both=True, k=4, max_targets=6, groups=groups, block=block)
+    got = index.candidates(queries, 5)
+    want = _brute_force_groups(targets, groups.tolist(), queries, 4, 6, 5)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert index.common().sum() > 0 and (got[0] >= 0).sum() > 100
+    # Groups sharing fewer k-mers than asked for are not candidates.
+    got = index.candidates(queries, 5, min_votes=3)
+    want = _brute_force_groups(targets, groups.tolist(), queries, 4, 6, 5, min_votes=3)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert 0 < (got[0] >= 0).sum() < (index.candidates(queries, 5)[0] >= 0).sum()
+
+
+def test_group_numbers_must_keep_a_groups_targets_together():
+    with pytest.raises(ValueError, match="non-decreasing"):
+        KmerIndex(["ACGTACGT"] * 3, both=True, k=4, groups=np.array([0, 1, 0]))
+    with pytest.raises(ValueError, match="2 group numbers for 3 targets"):
+        KmerIndex(["ACGTACGT"] * 3, both=True, k=4, groups=np.array([0, 1]))
