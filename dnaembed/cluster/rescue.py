@@ -257,8 +257,10 @@ def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, len
     rng = np.random.default_rng([seed, 13])
     target_ids = np.flatnonzero(targets)
     kmer_index = _member_kmers(seqs, rc_seqs, members, target_ids, search)
-    profiles = ClusterProfiles(seqs, rc_seqs, [m[:MEMBERS_PER_CLUSTER] for m in members],
-                               known=known_profiles)
+    # A copy of every cluster's list only where the k-mer search took more reads.
+    central = (members if search.reads <= MEMBERS_PER_CLUSTER
+               else [m[:MEMBERS_PER_CLUSTER] for m in members])
+    profiles = ClusterProfiles(seqs, rc_seqs, central, known=known_profiles)
     by_kmers, _ = kmer_index.candidates([seqs[i] for i in rows.tolist()], MAX_CANDIDATES,
                                         min_votes=search.min_votes)
     by_embedding, embedded = neighbours_of(rows)
@@ -329,13 +331,33 @@ def _member_kmers(seqs, rc_seqs, members, target_ids: np.ndarray, search: Candid
     """
     from dnaembed.cluster.kmers import KmerIndex
 
-    reads, groups = [], []
+    reads, flips, groups = [], [], []
     for g, c in enumerate(target_ids.tolist()):
         for member, flip in members[c][: search.reads]:
-            reads.append(rc_seqs[member] if flip and rc_seqs is not None else seqs[member])
+            reads.append(member)
+            flips.append(flip)
             groups.append(g)
-    return KmerIndex(reads, both=rc_seqs is not None, k=search.k,
+    targets = _OrientedReads(seqs, rc_seqs, np.asarray(reads, np.int64), np.asarray(flips, bool))
+    return KmerIndex(targets, both=rc_seqs is not None, k=search.k,
                      groups=np.asarray(groups, np.int64))
+
+
+class _OrientedReads:
+    """Reads by number and orientation, each fetched when the k-mer index reads its block.
+
+    A list of them all would hold up to five new strings per cluster at once: at 3 x 10^6
+    reads (300,000 clusters) about 180 MB, which took a run under ``--memory 2G`` over it.
+    """
+
+    def __init__(self, seqs, rc_seqs, reads: np.ndarray, flips: np.ndarray) -> None:
+        self.seqs, self.rc_seqs, self.reads, self.flips = seqs, rc_seqs, reads, flips
+
+    def __len__(self) -> int:
+        return len(self.reads)
+
+    def __getitem__(self, i: int) -> str:
+        read = int(self.reads[i])
+        return self.rc_seqs[read] if self.flips[i] and self.rc_seqs is not None else self.seqs[read]
 
 
 def _candidate_clusters(kmer_targets, near, target_list, own: int, limit: int, rng
