@@ -253,8 +253,8 @@ def _central_members(labels, orientation, centrality, lengths, reps, full_length
 
 class CentralMembers:
     """The central reads of every cluster, as arrays (``-1``: none), each cluster's read as
-    a list of (read, orientation) when asked for: lists of tuples for every cluster would
-    take ~450 bytes per cluster, 135 MB at 3 x 10^6 reads."""
+    a list of (read, orientation) when asked for: lists of tuples for every cluster took
+    163 MB for 300,000 clusters of five (3 x 10^6 reads), the arrays 14 MB."""
 
     def __init__(self, reads: np.ndarray, flips: np.ndarray) -> None:
         self.reads, self.flips = reads, flips
