@@ -216,8 +216,8 @@ class RepresentativeRounds:
         return distinct_pairs(*joined, n=len(run.units))
 
 
-#: Rounds 2.. search for the representatives of clusters of at most this fraction of the
-#: median cluster's reads (and of at least :data:`PIECE_MIN_READS`), among all of them.
+#: Rounds 3.. search for the representatives of clusters of at most this fraction of the
+#: median cluster's reads (or of :data:`PIECE_MIN_READS`, if more), among all of them.
 PIECE_FRACTION = 0.5
 PIECE_MIN_READS = 2
 

@@ -91,12 +91,13 @@ def setup(device: torch.device) -> DistContext:
 def teardown(ctx: DistContext, *, finished: bool = True) -> None:
     """Leave the process group (if we joined one).
 
-    After a run that ``finished`` on this rank, every rank first waits for the others
+    After a run that ``finished`` on this rank, every rank first waits for the others,
     and the objects that still hold the group (a DDP reducer, a PowerSGD state in a
-    reference cycle) are collected: a rank that destroyed the group and exited while
-    another still used it, or whose reducer outlived the group into interpreter
-    shutdown, could abort ("terminate called without an active exception") after its
-    work was done. A failed rank skips the wait: the others may never arrive.
+    reference cycle) are collected. Why: once in CI a rank aborted at exit after its
+    work was done ("terminate called without an active exception"); not reproduced
+    since, and these are the two likely causes (a rank destroying the group while
+    another still uses it, a reducer outliving the group into interpreter shutdown).
+    A failed rank skips the wait: the others may never arrive.
     """
     if not (ctx.distributed and dist.is_initialized()):
         return
