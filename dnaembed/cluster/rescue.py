@@ -278,10 +278,8 @@ def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, len
     rng = np.random.default_rng([seed, 13])
     target_ids = np.flatnonzero(targets)
     kmer_index = _member_kmers(seqs, rc_seqs, members, target_ids, search)
-    # A copy of every cluster's list only where the k-mer search took more reads.
-    central = (members if search.reads <= MEMBERS_PER_CLUSTER
-               else CentralMembers(members.reads[:, :MEMBERS_PER_CLUSTER],
-                                   members.flips[:, :MEMBERS_PER_CLUSTER]))
+    central = CentralMembers(members.reads[:, :MEMBERS_PER_CLUSTER],
+                             members.flips[:, :MEMBERS_PER_CLUSTER])  # views, not copies
     profiles = ClusterProfiles(seqs, rc_seqs, central, known=known_profiles)
     by_kmers, _ = kmer_index.candidates([seqs[i] for i in rows.tolist()], MAX_CANDIDATES,
                                         min_votes=search.min_votes)
@@ -353,15 +351,12 @@ def _member_kmers(seqs, rc_seqs, members, target_ids: np.ndarray, search: Candid
     """
     from dnaembed.cluster.kmers import KmerIndex
 
-    reads, flips, groups = [], [], []
-    for g, c in enumerate(target_ids.tolist()):
-        for member, flip in members[c][: search.reads]:
-            reads.append(member)
-            flips.append(flip)
-            groups.append(g)
-    targets = _OrientedReads(seqs, rc_seqs, np.asarray(reads, np.int64), np.asarray(flips, bool))
-    return KmerIndex(targets, both=rc_seqs is not None, k=search.k,
-                     groups=np.asarray(groups, np.int64))
+    reads = members.reads[target_ids, : search.reads]
+    present = reads >= 0  # row by row: each group's reads contiguous, representative first
+    groups = np.broadcast_to(np.arange(len(target_ids))[:, None], reads.shape)[present]
+    targets = _OrientedReads(seqs, rc_seqs, reads[present],
+                             members.flips[target_ids, : search.reads][present].astype(bool))
+    return KmerIndex(targets, both=rc_seqs is not None, k=search.k, groups=groups)
 
 
 class _OrientedReads:
