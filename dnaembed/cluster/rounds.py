@@ -228,7 +228,7 @@ def pieces(weights: np.ndarray) -> np.ndarray:
     Why not every cluster (rounds 3..): a round merges a piece that one partition's
     boundary cut off into the rest of its strand, and after round 2 the piece is nearly
     always the small side. At 10^6 nanopore reads, every one of rounds 3 and 4's 480
-    merges had a side of at most 5 reads (median cluster: 10). Searching for those
+    merges had a side of at most 5 reads (coverage 10). Searching for those
     alone, among all the representatives, costs a fraction of searching for all.
     """
     if len(weights) == 0:

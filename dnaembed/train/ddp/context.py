@@ -9,6 +9,7 @@ DistributedDataParallel with the chosen communication hook (:mod:`dnaembed.train
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 from dataclasses import dataclass
@@ -102,7 +103,10 @@ def teardown(ctx: DistContext, *, finished: bool = True) -> None:
     if not (ctx.distributed and dist.is_initialized()):
         return
     if finished:
-        dist.barrier()
+        # A rank that failed and left makes the barrier fail: its own error is the one to
+        # report, not this one.
+        with contextlib.suppress(RuntimeError):
+            dist.barrier()
         gc.collect()
     dist.destroy_process_group()
 
