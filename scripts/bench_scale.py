@@ -182,6 +182,8 @@ def one_run(name: str, prefix: Path, args, extra: list[str], rows: list[dict],
     if args.model:
         cmd += ["-m", args.model]
     res = run_cluster(cmd, args.timeout)
+    # The run's log beside its output, for the stage timings behind the row.
+    out.with_suffix(".log").write_text(res["log"])
     reads = int(prefix.name.split("-")[1])
     row = {"name": name, "reads": reads, "output": out, **res}
     if "error" not in res:
