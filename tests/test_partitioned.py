@@ -12,13 +12,20 @@ from dnaembed.cluster.dedupe import unique_reads
 from dnaembed.cluster.dedupe_hashes import sequence_hashes, unique_by_hashes
 from dnaembed.cluster.kmers import TARGET_BLOCK, KmerIndex, kmer_codes
 from dnaembed.cluster.partition import fit_partitioner, members_of_cells, pairs_sharing_a_partition
+from dnaembed.cluster.units import UnitSequences
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import InputError
 from dnaembed.evaluate.clustering import evaluate_files
 from dnaembed.execute.inline import InlineExecutor
 from dnaembed.io.readstore import stream_reads
 from dnaembed.io.sequences import read_sequences, write_sequences
-from dnaembed.io.spill import PackedStrings, SpillArray, SpillDir
+from dnaembed.io.spill import (
+    PackedStrings,
+    SpillArray,
+    SpillDir,
+    oriented_strings,
+    strings_of,
+)
 from dnaembed.io.tables import read_table
 from dnaembed.model.checkpoint import load_model
 from dnaembed.pipeline import clustered_files
@@ -126,6 +133,12 @@ def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
             data, lengths = packed.packed(pick)
             assert data.tobytes() == "".join(seqs[i] for i in pick).encode()
             assert lengths.tolist() == [len(seqs[i]) for i in pick]
+            # In bulk from a store, one by one from a list: the same strings.
+            units = UnitSequences(packed, np.arange(len(seqs))[::-1].copy())
+            flip = rng.integers(0, 2, len(pick)).astype(bool)
+            as_listed = [units.reversed()[i] if f else units[i] for i, f in zip(pick, flip)]
+            assert oriented_strings(units, units.reversed(), pick, flip) == as_listed
+            assert strings_of(units, pick) == strings_of([units[i] for i in range(500)], pick)
             packed.close()
         directory = spill.path
         assert directory.is_dir()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnaembed.cluster.search import Neighbours
+from dnaembed.io.spill import oriented_strings, strings_of
 
 #: Pairs checked per call. It bounds the temporary lists of sequences and rapidfuzz's own
 #: working memory, which grows with the pairs of a call (~300 bytes per pair, not freed to
@@ -98,14 +99,8 @@ def levenshtein_pairs(
     # In slices: the per-pair string lists are the largest temporary of the whole pipeline.
     for start in range(0, len(pairs), CHECK_BATCH):
         stop = min(start + CHECK_BATCH, len(pairs))
-        lo = pairs.lo[start:stop].tolist()
-        hi = pairs.hi[start:stop].tolist()
-        if rc_seqs is None:
-            left = [seqs[i] for i in lo]
-        else:
-            parity = pairs.parity[start:stop].tolist()
-            left = [rc_seqs[i] if p else seqs[i] for i, p in zip(lo, parity)]
-        right = [seqs[j] for j in hi]
+        left = oriented_strings(seqs, rc_seqs, pairs.lo[start:stop], pairs.parity[start:stop])
+        right = strings_of(seqs, pairs.hi[start:stop])
         out[start:stop] = process.cpdist(
             left,
             right,

@@ -34,6 +34,7 @@ import numpy as np
 
 from dnaembed.arrays import rank_in_groups, sorted_unique
 from dnaembed.encoding import kmer_codes, reverse_complement_codes
+from dnaembed.io.spill import strings_of
 
 #: k-mer length (the rescue's, :data:`dnaembed.cluster.rescue.RESCUE_K`, says why 11).
 K = 11
@@ -104,7 +105,7 @@ class KmerIndex:
         orientation). Owners are the targets, or with ``groups`` the groups (numbered
         from the block's first)."""
         for start, end in itertools.islice(self._cuts(), skip, None):
-            values, owner = kmer_codes([self.targets[i] for i in range(start, end)], self.k)
+            values, owner = kmer_codes(strings_of(self.targets, np.arange(start, end)), self.k)
             m, first = end - start, start
             if self.groups is not None:
                 first = int(self.groups[start])

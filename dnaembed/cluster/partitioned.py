@@ -297,7 +297,9 @@ class _Run:
         """Embed the units outside the sample; write every unit's vector in unit order."""
         n, dim, width = len(self.units), self.partitioner.dim, self.plan.max_cells
         sample_cells = self.partitioner.assign(self.sample_vectors)
-        rest = np.setdiff1d(np.arange(n), sample)
+        outside = np.ones(n, dtype=bool)
+        outside[sample] = False
+        rest = np.flatnonzero(outside)
         size = self.chunk_size
         results = self.embed(rest, reverse=False, desc="embedding")
         cell_blocks, done = [], 0  # every unit below ``done`` is written

@@ -95,6 +95,7 @@ import numpy as np
 from dnaembed.arrays import rank_in_groups
 from dnaembed.cluster.labels import assemble
 from dnaembed.cluster.profiles import ClusterProfiles
+from dnaembed.io.spill import oriented_strings
 
 #: Clusters tried per read: by shared k-mers, then by embedding neighbours.
 MAX_CANDIDATES = 8
@@ -375,6 +376,10 @@ class _OrientedReads:
     def __getitem__(self, i: int) -> str:
         read = int(self.reads[i])
         return self.rc_seqs[read] if self.flips[i] and self.rc_seqs is not None else self.seqs[read]
+
+    def take(self, rows: np.ndarray) -> list[str]:
+        """Reads ``rows`` (a block of the k-mer index) at once."""
+        return oriented_strings(self.seqs, self.rc_seqs, self.reads[rows], self.flips[rows])
 
 
 def _candidate_clusters(kmer_targets, near, target_list, own: int, limit: int, rng

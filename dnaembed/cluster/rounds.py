@@ -90,6 +90,7 @@ class RepresentativeRounds:
         self.lists = NeighbourLists(rescue_rows, run.neighbours, both)
         self._rc_rows = np.zeros(0, np.int64)
         self._rc_vectors = np.zeros((0, run.partitioner.dim), np.float16)
+        self.layout = (0, 0.0)  # the last round's cells and copies per representative
 
     def link(self, linker, rounds: int, until: float = 0.0) -> None:
         """Rounds 2..``rounds``, stopping once a round (from the second on) merges fewer
@@ -113,9 +114,11 @@ class RepresentativeRounds:
             linker.link(CandidatePairs(lo, hi, parity, np.zeros(len(lo), np.float32)), dist)
             run.stage.timed("link", start)
             run.stage.count("verified_pairs", len(lo))
+            cells, copies = self.layout
             logger.info("round %d: %d clusters, %d of them searched for, %d pairs checked "
-                        "within the cut, %d merged", number, len(reps), int(asked.sum()), len(lo),
-                        linker.merges - merges)
+                        "within the cut, %d merged (%d cells, each representative in %.2f)",
+                        number, len(reps), int(asked.sum()), len(lo), linker.merges - merges,
+                        cells, copies)
             run.stage.stats[f"round{number}_merges"] = linker.merges - merges
             if not first and linker.merges - merges <= until * len(reps):
                 break
@@ -178,6 +181,8 @@ class RepresentativeRounds:
         ]).astype(np.int64)
         members = [reps[m] for m in members_of_cells(db_cells, part.cells)]
         del db_cells
+        # For the log: the cost of a round grows with the copies of each representative.
+        self.layout = (part.cells, sum(map(len, members)) / max(len(reps), 1))
         # The tasks' threads are about to allocate: give back what earlier stages freed first.
         trim_memory()
         return self._search(queries, home, members)

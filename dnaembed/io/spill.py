@@ -179,13 +179,26 @@ class SpillArray:
         """
         if self._data is None:
             raise DnaembedError("SpillArray.take before finish")
-        out = np.array(self._data[rows], copy=True)
+        # Indexing by an array copies already; a slice (or one row) is a view, to be copied.
+        out = self._data[rows]
+        if not isinstance(rows, (np.ndarray, list)):
+            out = out.copy()
         if self._mapped is not None:
             if release:
                 self._mapped.release()
             else:
                 count = 1 if isinstance(rows, slice) else len(rows)
                 self._mapped.touched(max(out.nbytes, count * mmap.PAGESIZE))
+        return out
+
+    def row_bytes(self, start: int, stop: int) -> bytes:
+        """Rows ``start:stop`` as bytes: :meth:`take` for one string at a time, without
+        the array copies (the linker and the exact checks ask for millions)."""
+        if self._data is None:
+            raise DnaembedError("SpillArray.take before finish")
+        out = self._data[start:stop].tobytes()
+        if self._mapped is not None:
+            self._mapped.touched(max(len(out), mmap.PAGESIZE))
         return out
 
     def view(self) -> np.ndarray:
@@ -268,10 +281,12 @@ class PackedStrings:
         if np.all(rows[1:] == rows[:-1] + 1):  # a run of rows: one slice
             start = int(starts[0])
             return self._bytes.take(slice(start, start + int(lengths.sum())), release=True), lengths
-        view = self._bytes.view()
-        data = np.concatenate([view[a : a + n] for a, n in zip(starts.tolist(), lengths.tolist())])
+        # Joined as bytes: a quarter faster than joining arrays, or than one gather by byte
+        # (every task's reads are packed here: ~5 x 10^6 rows per 10^6 reads).
+        view = memoryview(self._bytes.view())
+        data = b"".join([view[a : a + n] for a, n in zip(starts.tolist(), lengths.tolist())])
         self._bytes.release()
-        return data, lengths
+        return np.frombuffer(data, dtype=np.uint8), lengths
 
     def take(self, rows: np.ndarray) -> list[str]:
         """The given rows as strings."""
@@ -280,7 +295,7 @@ class PackedStrings:
 
     def __getitem__(self, row: int) -> str:
         start, stop = int(self.offsets[row]), int(self.offsets[row + 1])
-        return self._bytes.take(slice(start, stop)).tobytes().decode(self.encoding)
+        return self._bytes.row_bytes(start, stop).decode(self.encoding)
 
     def __iter__(self) -> Iterator[str]:
         for start in range(0, len(self), ITER_CHUNK):
@@ -288,6 +303,28 @@ class PackedStrings:
 
     def close(self) -> None:
         self._bytes.close()
+
+
+def strings_of(seqs: Sequence[str], rows: np.ndarray) -> list[str]:
+    """``[seqs[i] for i in rows]``, by one bulk ``take`` where ``seqs`` is a read store
+    (:class:`PackedStrings`, :class:`~dnaembed.cluster.units.UnitSequences`): one string
+    at a time from a store cost the split check most of its time."""
+    if isinstance(seqs, (list, tuple, np.ndarray)) or not hasattr(seqs, "take"):
+        return [seqs[i] for i in np.asarray(rows).tolist()]
+    return seqs.take(np.asarray(rows, dtype=np.int64))
+
+
+def oriented_strings(seqs: Sequence[str], rc_seqs: Sequence[str] | None, rows: np.ndarray,
+                     flip: np.ndarray) -> list[str]:
+    """Row ``rows[i]`` of ``rc_seqs`` where ``flip[i]`` (and ``rc_seqs`` is given), else of
+    ``seqs``, in bulk (:func:`strings_of`)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    out = strings_of(seqs, rows)
+    at = np.flatnonzero(flip) if rc_seqs is not None else np.zeros(0, np.int64)
+    if len(at):
+        for i, seq in zip(at.tolist(), strings_of(rc_seqs, rows[at])):
+            out[i] = seq
+    return out
 
 
 def unpack_strings(data: np.ndarray, lengths: np.ndarray, encoding: str = "ascii") -> list[str]:
