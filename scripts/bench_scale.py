@@ -115,6 +115,9 @@ def parse_log(log: str) -> dict:
     match = re.search(r"task CPU time: (.*)$", log, re.M)
     if match:
         out["cpu"] = {k: float(v) for k, v in re.findall(r"(\w+) ([\d.]+)s", match.group(1))}
+    match = re.search(r"this process: ([\d.]+)s", log)
+    if match:
+        out["client_cpu"] = float(match.group(1))
     match = re.search(r"in ([\d,]+) partitions \(each read in ([\d.]+)", log)
     if match:
         out["partitions"], out["copies"] = int(match.group(1).replace(",", "")), float(
@@ -229,6 +232,12 @@ def derived(rows: dict[str, dict], args) -> list[str]:
     if one and two and "error" not in one and "error" not in two:
         out.append(f"- LocalCluster at {two['reads']:,} reads: 2 workers "
                    f"{one['seconds'] / two['seconds']:.2f}x faster than 1 (target >= 1.7)")
+        cpu = [(sum(r.get("cpu", {}).values()), r.get("client_cpu", float("nan")))
+               for r in (one, two)]
+        (task1, client1), (task2, client2) = cpu
+        out.append(f"- CPU seconds, 1 worker / 2 workers: tasks {task1:.0f} / {task2:.0f}, "
+                   f"client process {client1:.0f} / {client2:.0f} (its serial stages, feeding "
+                   "the tasks and taking their results)")
     same = rows.get("identity")
     if same is not None:
         out.append(f"- `dask scheduler` + 2 `dask worker` processes on 127.0.0.1: output "
@@ -244,7 +253,7 @@ def projection(rows: dict[str, dict]) -> str:
     n = base["reads"]
     stages = base.get("stages", {})
     tasks = {k: v / n for k, v in base["cpu"].items()}
-    serial_stages = ("read", "dedupe", "partition", "link", "rescue", "write")
+    serial_stages = ("read", "dedupe", "partition", "link", "split", "rescue", "write")
     serial = {k: stages.get(k, 0.0) / n for k in serial_stages}
     lines = ["| stage | where | CPU µs per read |", "|---|---|---:|"]
     for k, v in tasks.items():

@@ -11,6 +11,7 @@ from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.graph import _GuardedLinker
 from dnaembed.cluster.rounds import PIECE_MIN_READS, pieces
 from dnaembed.cluster.threshold import Threshold
+from dnaembed.cluster.unionfind import ParityUnionFind
 from dnaembed.encoding import reverse_complement
 
 
@@ -85,3 +86,20 @@ def test_pairs_dropped_a_block_at_a_time_link_as_one_by_one(monkeypatch, block):
     for a, b in zip(in_blocks.uf.labels(), one_by_one.uf.labels()):
         assert np.array_equal(a, b)
     assert list(in_blocks.rep) == list(one_by_one.rep)
+
+
+def test_union_find_labels_are_what_find_says_of_each_element():
+    # The labels are computed over the whole array at once; find walks one element's path.
+    rng = np.random.default_rng(11)
+    uf = ParityUnionFind(5_000)
+    for i, j, p in zip(rng.integers(0, 5_000, 4_500).tolist(),
+                       rng.integers(0, 5_000, 4_500).tolist(),
+                       rng.integers(0, 2, 4_500).tolist()):
+        (ri, pi), (rj, pj) = uf.find(i), uf.find(j)
+        if ri != rj:
+            uf.union_roots(ri, rj, pi ^ p ^ pj)
+    roots, parity = uf.labels()
+    found = [uf.find(x) for x in range(5_000)]
+    assert roots.tolist() == [r for r, _ in found]
+    assert parity.tolist() == [p for _, p in found]
+    assert len(set(roots.tolist())) < 2_000 and parity.any()  # deep trees, both parities

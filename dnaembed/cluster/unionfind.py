@@ -52,10 +52,17 @@ class ParityUnionFind:
         return ra
 
     def labels(self) -> tuple[np.ndarray, np.ndarray]:
-        """Root of every element and its parity relative to that root."""
-        n = len(self.parent)
-        roots = np.empty(n, dtype=np.int64)
-        parities = np.empty(n, dtype=np.int8)
-        for x in range(n):
-            roots[x], parities[x] = self.find(x)
-        return roots, parities
+        """Root of every element and its parity relative to that root.
+
+        By pointer jumping over the whole array (each step halves every path and folds
+        the parities along it), not :meth:`find` element by element, which cost about a
+        second per 10^6 reads each time the labels were asked for.
+        """
+        parent = np.frombuffer(self.parent, dtype=np.int32).astype(np.int64)
+        parity = np.frombuffer(self.parity, dtype=np.int8).copy()  # roots' entries are 0
+        while True:
+            grand = parent[parent]
+            if np.array_equal(grand, parent):
+                return parent, parity
+            parity ^= parity[parent]
+            parent = grand
