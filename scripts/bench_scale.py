@@ -380,7 +380,7 @@ def main() -> None:
                                                   args.model, args.seed)
     print("\n" + body + "\n\n" + projection(named) + "\n\n" + lost)
     finish(args.write_docs, body)
-    if args.write_docs:
+    if args.write_docs and (named.get("budget") or named.get("large")):
         scaling = ROOT / "docs" / "scaling.md"
         write_section("Projection from the measured figures (bench_scale)", projection(named),
                       path=scaling)
