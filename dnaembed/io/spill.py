@@ -195,7 +195,7 @@ class SpillArray:
         """Rows ``start:stop`` as bytes: :meth:`take` for one string at a time, without
         the array copies (the linker and the exact checks ask for millions)."""
         if self._data is None:
-            raise DnaembedError("SpillArray.take before finish")
+            raise DnaembedError("SpillArray.row_bytes before finish")
         out = self._data[start:stop].tobytes()
         if self._mapped is not None:
             self._mapped.touched(max(len(out), mmap.PAGESIZE))
