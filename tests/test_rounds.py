@@ -99,6 +99,7 @@ def test_union_find_labels_are_what_find_says_of_each_element():
         if ri != rj:
             uf.union_roots(ri, rj, pi ^ p ^ pj)
     roots, parity = uf.labels()
+    assert uf.roots(np.arange(5_000)).tolist() == roots.tolist()
     found = [uf.find(x) for x in range(5_000)]
     assert roots.tolist() == [r for r, _ in found]
     assert parity.tolist() == [p for _, p in found]

@@ -147,16 +147,6 @@ class GraphClusterer(Clusterer):
 LINK_BLOCK = 65_536
 
 
-def _roots(parent: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """The root of each element of ``x`` in a union-find's ``parent`` array (read only)."""
-    root = parent[x]
-    while True:
-        up = parent[root]
-        if np.array_equal(up, root):
-            return root
-        root = up
-
-
 class _GuardedLinker:
     """Kruskal-order linking with orientation, guarded by checks between representatives."""
 
@@ -195,14 +185,13 @@ class _GuardedLinker:
     def link(self, edges: CandidatePairs, dist: np.ndarray) -> None:
         """Link ``edges`` (checked distances ``dist``) in Kruskal order: shortest first."""
         order = np.lexsort((edges.hi, edges.lo, dist))
-        parent = np.frombuffer(self.uf.parent, dtype=np.int32)
         # Python ints for a block of pairs at a time: a list of every pair would take
         # ~100 bytes per pair (10^8 bytes per 10^6 reads) for a moment.
         for start in range(0, len(order), LINK_BLOCK):
             block = order[start : start + LINK_BLOCK]
             # Sets only grow: a pair whose reads share a root before the block is one that
             # the loop would skip anyway; most pairs are, and they are dropped here at once.
-            block = block[_roots(parent, edges.lo[block]) != _roots(parent, edges.hi[block])]
+            block = block[self.uf.roots(edges.lo[block]) != self.uf.roots(edges.hi[block])]
             self._link_in_order(edges.lo[block].tolist(), edges.hi[block].tolist(),
                                 edges.parity[block].tolist())
 

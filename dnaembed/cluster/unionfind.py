@@ -51,6 +51,16 @@ class ParityUnionFind:
         self.size[ra] += self.size[rb]
         return ra
 
+    def roots(self, x: np.ndarray) -> np.ndarray:
+        """The root of each element of ``x``, for many at once (no path is compressed)."""
+        parent = np.frombuffer(self.parent, dtype=np.int32)
+        root = parent[x]
+        while True:
+            up = parent[root]
+            if np.array_equal(up, root):
+                return root
+            root = up
+
     def labels(self) -> tuple[np.ndarray, np.ndarray]:
         """Root of every element and its parity relative to that root.
 
