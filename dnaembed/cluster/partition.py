@@ -34,8 +34,8 @@ KMEANS_ITERATIONS = 20
 KMEANS_POINTS_PER_CELL = 256
 #: Entries of the distance matrix per block when assigning reads to cells (2 MB in
 #: float64). Blocks of 8,192 rows made each of the block's arrays 48 MB at 733 cells (3 x
-#: 10^6 reads): fresh pages on every allocation, and assigning took 25 us per read against
-#: 10 in blocks that stay in cache.
+#: 10^6 reads), fresh pages on every allocation: assigning took 1.4-2.3x the CPU of
+#: blocks that stay in cache (scripts/bench_assign.py).
 ASSIGN_ENTRIES = 1 << 18
 
 
