@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dnaembed.cluster.kmers as kmers_module
-from dnaembed.cluster.kmers import KmerIndex
+from dnaembed.cluster.kmers import MAX_TARGETS_PER_KMER, KmerIndex, chance_cut
 from dnaembed.cluster.profiles import ClusterProfiles, star_consensus
 from dnaembed.encoding import decode_flat, encode_flat, reverse_complement
 from dnaembed.sim.channel import Channel, transmit
@@ -137,6 +137,38 @@ def test_grouped_votes_match_a_direct_count(block, kept_bytes, monkeypatch):
     want = _brute_force_groups(targets, groups.tolist(), queries, 4, 6, 5, min_votes=3)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     assert 0 < (got[0] >= 0).sum() < (index.candidates(queries, 5)[0] >= 0).sum()
+
+
+def test_the_chance_cut_follows_the_chance_level_not_the_primers():
+    rng = np.random.default_rng(8)
+    few = rng.poisson(1.0, 10_000)
+    assert chance_cut(few) == MAX_TARGETS_PER_KMER == chance_cut(np.array([], np.int32))
+    many = rng.poisson(25.0, 10_000)
+    assert chance_cut(many) == 25 + 4 * 5
+    # Shared primers: a few k-mers held by every target leave the cut where it was.
+    assert chance_cut(np.concatenate([many, np.full(200, 50_000)])) == chance_cut(many)
+
+
+def test_among_many_groups_the_cut_keeps_the_kmers_held_by_chance():
+    # 6-mers among 1,000 groups of two 60 nt reads: each canonical 6-mer is held by about
+    # 1,000 x 55 / 2,080 = 26 groups by chance, so a cut of 16 drops most of a read's k-mers;
+    # a primer held by every group is dropped whatever the cut.
+    rng = np.random.default_rng(9)
+    primer = "ACGTTGCAAC"
+    designs = [primer + "".join(rng.choice(BASES, 50)) for _ in range(1_000)]
+    groups = np.repeat(np.arange(len(designs)), 2)
+    channel = Channel(substitution=0.02, insertion=0.0, deletion=0.0)
+    targets = _noisy([designs[g] for g in groups.tolist()], channel, rng)
+    picks = rng.choice(len(designs), 100, replace=False)
+    queries = _noisy([designs[p] for p in picks.tolist()], channel, rng)
+    fixed = KmerIndex(targets, both=True, k=6, groups=groups, max_targets=16)
+    chance = KmerIndex(targets, both=True, k=6, groups=groups)
+    hit_fixed = (fixed.candidates(queries, 1)[0][:, 0] == picks).mean()
+    found = chance.candidates(queries, 3)
+    assert chance.cut > 16 and (found[0][:, 0] == picks).mean() >= 0.95 > hit_fixed
+    want = _brute_force_groups(targets, groups.tolist(), queries, 6, chance.cut, 3)
+    assert np.array_equal(found[0], want[0]) and np.array_equal(found[1], want[1])
+    assert chance.common()[kmers_module.kmer_codes([primer[:6]], 6)[0]].all()
 
 
 def test_group_numbers_must_keep_a_groups_targets_together():

@@ -5,7 +5,9 @@ in the embedding, which approximates it; but it shares most of its k-mers with
 its strand. :class:`KmerIndex` holds the k-mers of a set of target sequences,
 both orientations, and returns for each query the targets that share the most
 k-mers with it. K-mers found in many targets (primers and adapters shared by
-every strand) carry no information and are left out.
+every strand) carry no information and are left out: "many" is at least
+:data:`MAX_TARGETS_PER_KMER`, and more when there are so many targets that a k-mer
+is held by that many by chance (:func:`chance_cut`).
 
 Why this shape: the rescue asks about tens of thousands of reads against every
 cluster's representative, and both grow with the input. Indexing the *queries*
@@ -28,6 +30,7 @@ complete within its block, and a k-mer counts once per group.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -41,8 +44,12 @@ K = 11
 #: Longest k: the tables hold one entry per possible k-mer (8 bytes each: 134 MB at 12).
 MAX_K = 12
 
-#: A k-mer in more targets than this is uninformative (shared primers) and ignored.
+#: A k-mer in more targets than this is uninformative (shared primers) and ignored,
+#: unless chance alone puts it in more (:func:`chance_cut`).
 MAX_TARGETS_PER_KMER = 16
+#: Standard deviations above the chance level of targets per k-mer that still count as
+#: chance (:func:`chance_cut`).
+CHANCE_SIGMAS = 4.0
 
 #: Targets, and queries, whose k-mers are held at a time: a search's memory is a block's,
 #: whatever the number of targets; each block of queries reads the targets once more.
@@ -51,6 +58,23 @@ QUERY_BLOCK = 32_768
 #: Bytes of the targets' k-mers (those the queries hold) that the pass finding the common
 #: k-mers keeps for the vote passes, which then read only the targets beyond them again.
 KEPT_BYTES = 64 << 20
+
+
+def chance_cut(held_by: np.ndarray, floor: int = MAX_TARGETS_PER_KMER) -> int:
+    """Targets per k-mer above which a k-mer counts as shared (a primer), not chance.
+
+    ``held_by``: the number of targets holding each k-mer of the queries. Among many
+    targets, a k-mer is held by some by chance: at 300,000 clusters an 11-mer is held
+    by about 14, and a fixed cut of 16 dropped half of the k-mers of a read's true
+    cluster with them (``scripts/check_kmer_cut.py``). Holders by chance are about
+    Poisson; their level is the median (shared primers are few of the k-mers, so it
+    does not see them), and the cut is :data:`CHANCE_SIGMAS` standard deviations
+    above it, never below ``floor`` (small inputs keep the fixed cut).
+    """
+    if len(held_by) == 0:
+        return floor
+    level = float(np.median(held_by))
+    return max(floor, math.ceil(level + CHANCE_SIGMAS * math.sqrt(level)))
 
 
 class KmerIndex:
@@ -62,11 +86,12 @@ class KmerIndex:
     group's targets are contiguous: a search then ranks groups, a k-mer counting
     once per group however many of its reads hold it, and ``max_targets`` counts
     groups. ``block``: targets held at a time (default :data:`TARGET_BLOCK`; a block
-    never splits a group).
+    never splits a group). ``max_targets``: a fixed cut on the targets per k-mer;
+    by default :func:`chance_cut` of the queries' k-mers.
     """
 
     def __init__(self, targets: Sequence[str], *, both: bool, k: int = K,
-                 max_targets: int = MAX_TARGETS_PER_KMER, groups: np.ndarray | None = None,
+                 max_targets: int | None = None, groups: np.ndarray | None = None,
                  block: int | None = None) -> None:
         if not 1 <= k <= MAX_K:
             raise ValueError(f"k-mer length must be 1..{MAX_K}, not {k}")
@@ -80,6 +105,8 @@ class KmerIndex:
         self.targets = targets
         self.both = both
         self.max_targets = max_targets
+        #: The cut on targets per k-mer (set by :meth:`common` when not fixed).
+        self.cut = MAX_TARGETS_PER_KMER if max_targets is None else max_targets
         self.groups = groups
         self.block = block
 
@@ -118,6 +145,7 @@ class KmerIndex:
                ) -> np.ndarray:
         """Per possible k-mer: True if more than ``max_targets`` targets hold it (either
         orientation counts once; with ``groups``, groups), in one pass over the targets.
+        Without ``max_targets``, more than :func:`chance_cut` of the k-mers counted.
 
         ``wanted`` (per possible k-mer, closed under reverse complement when ``both``):
         only those k-mers are counted, the others reported False (a search needs only its
@@ -144,11 +172,22 @@ class KmerIndex:
                 values = sorted_unique(canonical * m + key % m) // m
             kmer, n_targets = sorted_unique(values, return_counts=True)
             held_by[kmer] += n_targets.astype(np.int32)
-        common = held_by > self.max_targets
+        if self.max_targets is None:
+            self.cut = chance_cut(held_by[self._counted(wanted, held_by)])
+        common = held_by > self.cut
         if self.both:
             canonical = np.flatnonzero(common)  # few: shared primers
             common[reverse_complement_codes(canonical, self.k)] = True
         return common
+
+    def _counted(self, wanted: np.ndarray | None, held_by: np.ndarray) -> np.ndarray:
+        """The k-mers whose holders :meth:`common` counted: the wanted ones (or, without
+        ``wanted``, those held), by canonical k-mer with ``both``."""
+        counted = held_by > 0 if wanted is None else wanted
+        if self.both:
+            codes = np.flatnonzero(counted)
+            return codes[codes <= reverse_complement_codes(codes, self.k)]
+        return counted
 
     def _wanted(self, queries: Sequence[str]) -> np.ndarray:
         """Per possible k-mer: whether a query holds it (or, with ``both``, its reverse)."""

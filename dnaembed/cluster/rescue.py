@@ -96,6 +96,7 @@ from dnaembed.arrays import rank_in_groups
 from dnaembed.cluster.labels import assemble
 from dnaembed.cluster.profiles import ClusterProfiles
 from dnaembed.io.spill import oriented_strings
+from dnaembed.log import logger
 
 #: Clusters tried per read: by shared k-mers, then by embedding neighbours.
 MAX_CANDIDATES = 8
@@ -284,6 +285,8 @@ def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, len
     profiles = ClusterProfiles(seqs, rc_seqs, central, known=known_profiles)
     by_kmers, _ = kmer_index.candidates([seqs[i] for i in rows.tolist()], MAX_CANDIDATES,
                                         min_votes=search.min_votes)
+    logger.info("rescue: %d reads against %d clusters; k-mers held by more than %d clusters "
+                "ignored", len(rows), len(target_ids), kmer_index.cut)
     by_embedding, embedded = neighbours_of(rows)
     # Clusters of the embedding neighbours, nearest first (-1: none, or not a target).
     order = np.argsort(embedded, axis=1, kind="stable")
