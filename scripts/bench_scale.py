@@ -7,7 +7,8 @@ and reused. Each run is ``dnaembed cluster`` in a subprocess whose whole process
 tree (the client, and the Dask workers where there are any) is sampled for its
 peak resident memory (``VmHWM``), scored against the truth:
 
-* every size of --sizes in one process (``-t`` threads);
+* every size of --sizes in one process (``-t`` threads), --repeat times, the runs
+  of the sizes interleaved; the ratio between sizes is that of their median runs;
 * the largest size of --budget-sizes in one process under ``--memory`` (--budget);
 * --dask-size on a LocalCluster of 1 worker (1 thread) and of 2 workers (1 thread
   each): the speed-up of a second worker;
@@ -196,6 +197,23 @@ def one_run(name: str, prefix: Path, args, extra: list[str], rows: list[dict],
     return row
 
 
+def repeated_sizes(sizes: list[int], args, threads: list[str], rows: list[dict]
+                   ) -> dict[str, dict]:
+    """Each size in one process, ``--repeat`` times, interleaved (the machine's speed
+    drifts); "small" and "large": the first and the last size's median-time runs."""
+    runs: dict[int, list[dict]] = {size: [] for size in sizes}
+    for attempt in range(args.repeat):
+        name, tag = "one process", ""
+        if args.repeat > 1:
+            name, tag = f"one process, run {attempt + 1}", f"-run{attempt + 1}"
+        for size in sizes:
+            runs[size].append(one_run(name, ensure_set(Path(args.workdir), size, args.seed),
+                                      args, threads, rows, tag=tag))
+    median = {size: sorted(r, key=lambda row: row.get("seconds", float("inf")))[len(r) // 2]
+              for size, r in runs.items()}
+    return {"small": median[sizes[0]], "large": median[sizes[-1]]} if sizes else {}
+
+
 def table(rows: list[dict], header: bool = True) -> str:
     lines = ["| run | reads | time s | µs/read | peak client MiB | peak workers MiB | A_0.9 | "
              "partitions (copies/read) |", "|---|---:|---:|---:|---:|---:|---:|---:|"] \
@@ -337,6 +355,8 @@ def identity_run(args, workdir: Path, rows: list[dict], threads: list[str]) -> b
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="100000,1000000", help="one-process runs (read counts)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs of each size of --sizes (the median run counts)")
     p.add_argument("--budget-size", type=int, default=3_000_000)
     p.add_argument("--budget", default="2G")
     p.add_argument("--dask-size", type=int, default=1_000_000)
@@ -359,9 +379,7 @@ def main() -> None:
     named: dict[str, dict] = {}
     threads = ["-t", str(args.threads)]
     sizes = [int(float(x)) for x in args.sizes.split(",") if x]
-    for i, size in enumerate(sizes):
-        row = one_run("one process", ensure_set(workdir, size, args.seed), args, threads, rows)
-        named["small" if i == 0 else "large"] = row
+    named.update(repeated_sizes(sizes, args, threads, rows))
     if "budget" not in skip:
         named["budget"] = one_run(f"one process, --memory {args.budget}",
                                   ensure_set(workdir, args.budget_size, args.seed), args,
