@@ -398,7 +398,9 @@ def main() -> None:
                                                   args.model, args.seed)
     print("\n" + body + "\n\n" + projection(named) + "\n\n" + lost)
     finish(args.write_docs, body)
-    if args.write_docs and (named.get("budget") or named.get("large")):
+    # The projection's bytes moved and worker memory come from the two-worker run: a run
+    # without it (--skip dask) leaves the docs' projection as it was.
+    if args.write_docs and (named.get("budget") or named.get("large")) and named.get("dask2"):
         scaling = ROOT / "docs" / "scaling.md"
         write_section("Projection from the measured figures (bench_scale)", projection(named),
                       path=scaling)
