@@ -224,8 +224,8 @@ def _set_blas_threads(threads: int) -> None:
     """numpy's BLAS threads too. A task on one thread that multiplies matrices (assigning
     reads to cells, the PCA projection) otherwise wakes a BLAS thread per core, and two
     such tasks side by side took 1.4x as long as with one BLAS thread each
-    (scripts/bench_assign.py). Dask's
-    nanny sets the same for its workers (``OPENBLAS_NUM_THREADS=1``)."""
+    (scripts/bench_assign.py). Dask's nanny sets the same for its workers
+    (``OPENBLAS_NUM_THREADS=1``)."""
     if _blas_threads and _blas_threads[0] == threads:
         return  # asking the libraries costs a millisecond or so: not once per task
     from threadpoolctl import threadpool_limits

@@ -370,6 +370,8 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=2400)
     add_write_docs(p, "Partitioned clustering at scale")
     args = p.parse_args()
+    if args.repeat < 1:
+        p.error(f"--repeat must be at least 1, not {args.repeat}")
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     skip = set(args.skip.split(","))
