@@ -214,13 +214,13 @@ class _GuardedLinker:
                 if key in self.refused:
                     self.refusals += 1
                     continue
-                left = rc[a] if rel else seqs[a]
+                left, right = rc[a] if rel else seqs[a], seqs[b]  # each read fetched once
                 cut = (
-                    int(self.guard_rate * max(len(left), len(seqs[b])))
+                    int(self.guard_rate * max(len(left), len(right)))
                     if self.guard_rate
                     else self.guard_fixed
                 )
-                if Levenshtein.distance(left, seqs[b], score_cutoff=cut) > cut:
+                if Levenshtein.distance(left, right, score_cutoff=cut) > cut:
                     self.refused.add(key)
                     self.refusals += 1
                     continue
