@@ -193,7 +193,7 @@ def clustered_files(
             found = cluster_units(units, model, runner, plan=work.plan, spill=spill, both=both,
                                   seed=seed, precision=precision, batch_size=batch_size, **graph)
             found.stats["cpu_client"] = time.process_time() - cpu_start
-            _log_found(found, model.config.window)
+            _log_found(found, model.config.window, runner)
             timings.update(found.timings)
             result = _expand(unique, nonempty, found.labels, found.orientation,
                              found.representatives, strand, "graph", found.threshold, timings)
@@ -203,7 +203,7 @@ def clustered_files(
             store.close()
 
 
-def _log_found(found, window: int) -> None:
+def _log_found(found, window: int, runner) -> None:
     """What the partitioned run did that the summary line does not say."""
     if found.stats.get("truncated"):
         logger.warning(
@@ -214,6 +214,13 @@ def _log_found(found, window: int) -> None:
     logger.info("task CPU time: %s; this process: %.1fs (with the tasks it ran itself)",
                 ", ".join(f"{k} {v:.1f}s" for k, v in cpu.items()),
                 found.stats.get("cpu_client", 0.0))
+    traffic = getattr(runner, "traffic", None)
+    if traffic is not None and traffic.cpu:
+        logger.info("task CPU time by kind: %s", traffic.describe_cpu())
+    own = found.stats.get("client_cpu", {})
+    if own:
+        logger.info("this thread's CPU time by stage (the tasks aside): %s",
+                    ", ".join(f"{k} {v:.1f}s" for k, v in own.items()))
 
 
 def _spill_reads(store, limit: int | None) -> None:

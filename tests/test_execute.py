@@ -101,6 +101,29 @@ def test_local_cluster_gives_the_one_process_result(sim, small_model, local_clus
     assert got.stats["partitions"] >= 4
 
 
+def test_small_link_and_rescue_tasks_on_the_local_cluster_give_the_one_process_result(
+        sim, small_model, local_cluster, monkeypatch):
+    # Round 1's linking, the rescue's k-mer search, profiles and alignments in many small
+    # tasks on two worker processes; in one process they run here in one pass.
+    from dnaembed.cluster import kmer_tasks, link_tasks, rescue_tasks
+
+    model = load_model(small_model).model
+    with InlineExecutor(1) as inline:
+        expected = cluster_with(inline, sim, model)
+    for module, name, size in ((link_tasks, "PAIRS_PER_TASK", 200),
+                               (kmer_tasks, "RANGE_TARGETS", 40),
+                               (rescue_tasks, "PROFILES_PER_TASK", 8),
+                               (rescue_tasks, "READS_PER_TASK", 4)):
+        monkeypatch.setattr(module, name, size)
+    local_cluster.traffic.cpu.clear()
+    got = cluster_with(local_cluster, sim, model)
+    assert same_clusters(got, expected)
+    assert got.stats["rescued"] == expected.stats["rescued"] > 0
+    assert got.stats["merges"] == expected.stats["merges"]
+    assert {"linking", "counting k-mers", "k-mer votes", "cluster profiles",
+            "rescue alignments"} <= set(local_cluster.traffic.cpu)
+
+
 def test_a_worker_killed_mid_run_does_not_change_the_result(sim, small_model, local_cluster):
     model = load_model(small_model).model
     with InlineExecutor(2) as inline:
@@ -228,3 +251,73 @@ def test_a_memory_budget_is_respected_and_does_not_change_the_output(sim, small_
     # A budget below what the reads need is refused before any work, with the figures.
     proc = run_cli(*common, "-o", str(tmp_path / "no.tsv"), "--memory", "100M")
     assert proc.returncode == 1 and "too small" in proc.stderr.decode()
+
+
+def _linker_state(linker) -> dict:
+    roots, parity = linker.uf.labels()
+    at = np.flatnonzero(roots == np.arange(len(roots)))
+    arrays = {name: np.frombuffer(values, dtype=dtype)[at]
+              for name, values, dtype in (("rep", linker.rep, np.int32),
+                                          ("rep_parity", linker.rep_parity, np.int8),
+                                          ("weight", linker.weight, np.float64),
+                                          ("size", linker.uf.size, np.int32))}
+    return {"roots": roots, "parity": parity, **arrays, "merges": linker.merges,
+            "refusals": linker.refusals, "refused": linker.refused}
+
+
+def test_components_linked_in_tasks_end_as_one_pass(local_cluster, monkeypatch):
+    # Chains of noisy reads of 40 strands, either orientation, and pairs across strands
+    # (which the guard refuses): linked by components, a few per task on two worker
+    # processes, the linker ends in the state of one pass, refusals included.
+    from dnaembed.cluster import link_tasks
+    from dnaembed.cluster.candidates import CandidatePairs
+    from dnaembed.cluster.graph import _GuardedLinker
+    from dnaembed.cluster.threshold import Threshold
+    from dnaembed.cluster.units import UnitSequences
+    from dnaembed.encoding import decode_flat, encode_flat, reverse_complement
+    from dnaembed.io.spill import PackedStrings
+    from dnaembed.sim.channel import Channel, transmit
+
+    rng = np.random.default_rng(12)
+    strands = ["".join(rng.choice(list("ACGT"), 120)) for _ in range(40)]
+    strand = np.repeat(np.arange(40), 12)
+    channel = Channel(substitution=0.02, insertion=0.01, deletion=0.01)
+    reads = decode_flat(*_transmitted([strands[s] for s in strand], channel, rng, encode_flat,
+                                      transmit))
+    flip = rng.random(len(reads)) < 0.5
+    reads = [reverse_complement(r) if f else r for r, f in zip(reads, flip)]
+    lo = rng.integers(0, len(reads), 3_000)
+    hi = np.where(rng.random(3_000) < 0.9, lo - lo % 12 + rng.integers(0, 12, 3_000),
+                  rng.integers(0, len(reads), 3_000))
+    keep = lo < hi
+    lo, hi = lo[keep], hi[keep]
+    parity = (flip[lo] ^ flip[hi]).astype(np.int8)
+    dist = rng.integers(0, 20, len(lo)).astype(np.int32)
+    edges = CandidatePairs(lo, hi, parity, np.zeros(len(lo), np.float32))
+    store = PackedStrings()
+    store.append(reads)
+    store.finish()
+    seqs = UnitSequences(store, np.arange(len(reads)))
+    threshold = Threshold(12, "test", reference_length=120)
+    degree = rng.random(len(reads))
+    weights = rng.integers(1, 3, len(reads))
+
+    def fresh():
+        return _GuardedLinker(seqs, seqs.reversed(), degree, weights, threshold, 1.5, True)
+
+    one_pass = fresh()
+    one_pass.link(edges, dist)
+    monkeypatch.setattr(link_tasks, "PAIRS_PER_TASK", 100)
+    in_tasks = fresh()
+    link_tasks.link_in_tasks(in_tasks, edges, dist, local_cluster, seqs,
+                             threshold=threshold, factor=1.5, guard=True)
+    want, got = _linker_state(one_pass), _linker_state(in_tasks)
+    assert want["refusals"] > 0 and want["merges"] > 300
+    for key, value in want.items():
+        assert (np.array_equal(got[key], value) if isinstance(value, np.ndarray)
+                else got[key] == value), key
+
+
+def _transmitted(seqs, channel, rng, encode_flat, transmit):
+    out = transmit(*encode_flat(seqs), channel, rng)
+    return out.codes, out.lengths

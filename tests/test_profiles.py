@@ -176,3 +176,33 @@ def test_group_numbers_must_keep_a_groups_targets_together():
         KmerIndex(["ACGTACGT"] * 3, both=True, k=4, groups=np.array([0, 1, 0]))
     with pytest.raises(ValueError, match="2 group numbers for 3 targets"):
         KmerIndex(["ACGTACGT"] * 3, both=True, k=4, groups=np.array([0, 1]))
+
+
+@pytest.mark.parametrize(("range_targets", "threads"), [(5, 2), (17, 1), (10_000, 2)])
+def test_the_search_in_tasks_is_the_search_in_one_pass(range_targets, threads, monkeypatch):
+    # Ranges of a few targets, cut between groups (one group larger than a range), on one
+    # thread or two: the counts and the votes of the ranges add up to the one-pass search,
+    # which matches a direct count at the cut the counts chose.
+    from dnaembed.cluster import kmer_tasks
+    from dnaembed.execute.inline import InlineExecutor
+
+    monkeypatch.setattr(kmer_tasks, "RANGE_TARGETS", range_targets)
+    rng = np.random.default_rng(10)
+    sizes = rng.integers(1, 5, 60).tolist()
+    sizes[7] = 12
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    targets = ["".join(rng.choice(BASES, int(rng.integers(12, 30)))) for _ in groups]
+    queries = ["".join(rng.choice(BASES, int(rng.integers(8, 30)))) for _ in range(50)]
+    queries += [reverse_complement(targets[i][2:20]) for i in range(0, len(targets), 9)]
+    one_pass = KmerIndex(targets, both=True, k=4, groups=groups)
+    want = one_pass.candidates(queries, 5, min_votes=2)
+    index = KmerIndex(targets, both=True, k=4, groups=groups)
+    with InlineExecutor(threads) as runner:
+        runner.shares_interpreter = False  # as tasks, as worker processes get them
+        got = kmer_tasks.search_in_tasks(index, queries, 5, runner, min_votes=2)
+        assert runner.traffic.tasks == 2 * len(list(index.ranges(range_targets)))
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert index.cut == one_pass.cut > MAX_TARGETS_PER_KMER
+    direct = _brute_force_groups(targets, groups.tolist(), queries, 4, index.cut, 5,
+                                 min_votes=2)
+    assert np.array_equal(got[0], direct[0]) and (got[0] >= 0).sum() > 100

@@ -34,7 +34,8 @@ def _no_neighbours(rows):
 
 
 def _rescue(clusters: list[list[str]], extra: list[str], *, max_size: int = 2,
-            search: CandidateSearch = DEFAULT_SEARCH, rate: float = 0.3):
+            search: CandidateSearch = DEFAULT_SEARCH, rate: float = 0.3, runner=None,
+            details: list | None = None):
     """Clusters of full-length reads, then one singleton per extra read: the rescue's result."""
     seqs = [s for c in clusters for s in c] + extra
     labels = np.array([i for i, c in enumerate(clusters) for _ in c]
@@ -43,7 +44,7 @@ def _rescue(clusters: list[list[str]], extra: list[str], *, max_size: int = 2,
     out = rescue_reads(seqs, [reverse_complement(s) for s in seqs], labels,
                        np.zeros(len(seqs), np.int8), lengths, np.ones(len(seqs), np.int64),
                        _no_neighbours, rate=rate, max_size=max_size, full_length=135, seed=0,
-                       search=search)
+                       search=search, runner=runner, details=details)
     return out[0], len(seqs) - len(extra)
 
 
@@ -85,6 +86,35 @@ def test_noisy_truncated_reads_find_their_strand_by_kmers():
     wrong = (labels[n:] < len(strands)) & ~placed
     assert placed.mean() >= 0.8
     assert not wrong.any()
+
+
+def test_the_rescue_in_small_tasks_on_two_threads_is_the_rescue_here(monkeypatch):
+    # The k-mer search by ranges of a few clusters, profiles and alignments a few clusters
+    # and reads per task, on two threads: every read examined scores and moves as on one
+    # thread in whole passes.
+    from dnaembed.cluster import kmer_tasks, rescue_tasks
+    from dnaembed.execute.inline import InlineExecutor
+
+    rng = np.random.default_rng(7)
+    strands = _strands(80, rng)
+    clean = Channel(substitution=0.005, insertion=0.003, deletion=0.005)
+    noisy = Channel(substitution=0.07, insertion=0.05, deletion=0.06)
+    clusters = [_noisy([s] * 3, clean, rng) for s in strands]
+    picks = rng.choice(len(strands), 40, replace=False)
+    extra = _noisy([strands[p][: int(rng.integers(60, 91))] for p in picks], noisy, rng)
+    whole: list = []
+    want, n = _rescue(clusters, extra, details=whole)
+    for name, size in (("RANGE_TARGETS", 7), ("PROFILES_PER_TASK", 5), ("READS_PER_TASK", 3)):
+        monkeypatch.setattr(kmer_tasks if name == "RANGE_TARGETS" else rescue_tasks, name, size)
+    tasks: list = []
+    with InlineExecutor(2) as runner:
+        # As tasks, the way a runner of worker processes gets them (the same plain data).
+        runner.shares_interpreter = False
+        got, _ = _rescue(clusters, extra, runner=runner, details=tasks)
+        assert {"counting k-mers", "k-mer votes", "cluster profiles",
+                "rescue alignments"} <= set(runner.traffic.cpu)
+    assert np.array_equal(got, want) and tasks == whole
+    assert len(whole) >= 40 and (want[n:] < len(strands)).sum() >= 30
 
 
 def test_noisy_samples_get_the_wider_search():

@@ -111,10 +111,11 @@ class KmerIndex:
         self.groups = groups
         self.block = block
 
-    def _cuts(self):
-        """(first, end) target of each block: about ``block`` targets, cut between groups."""
+    def ranges(self, size: int | None = None):
+        """(first, end) target of each block: about ``block`` targets (or ``size``), cut
+        between groups."""
         n, start = len(self.targets), 0
-        size = max(TARGET_BLOCK if self.block is None else self.block, 1)
+        size = max(size or (TARGET_BLOCK if self.block is None else self.block), 1)
         while start < n:
             end = min(start + size, n)
             if self.groups is not None and end < n and self.groups[end] == self.groups[end - 1]:
@@ -132,7 +133,7 @@ class KmerIndex:
         k-mer of a target as read (repeats included; the queries carry the other
         orientation). Owners are the targets, or with ``groups`` the groups (numbered
         from the block's first)."""
-        for start, end in itertools.islice(self._cuts(), skip, None):
+        for start, end in itertools.islice(self.ranges(), skip, None):
             values, owner = kmer_codes(strings_of(self.targets, np.arange(start, end)), self.k)
             m, first = end - start, start
             if self.groups is not None:
@@ -153,6 +154,13 @@ class KmerIndex:
         queries'). ``kept``: receives ``(first owner, m, k-mer * m + owner)`` of the first
         blocks, up to :data:`KEPT_BYTES`, for the vote passes.
         """
+        return self.common_of(self.held_by(wanted, kept), wanted)
+
+    def held_by(self, wanted: np.ndarray | None = None, kept: list | None = None
+                ) -> np.ndarray:
+        """Per possible k-mer (canonical with ``both``): the targets (or groups) holding it,
+        counting the ``wanted`` ones only (see :meth:`common`). Counts of disjoint sets of
+        targets add up: the search in tasks (:mod:`.kmer_tasks`) sums its ranges'."""
         held_by = np.zeros(4**self.k, dtype=np.int32)
         budget = KEPT_BYTES if kept is not None else -1
         for first, m, values, owner in self._blocks():
@@ -173,6 +181,10 @@ class KmerIndex:
                 values = sorted_unique(canonical * m + key % m) // m
             kmer, n_targets = sorted_unique(values, return_counts=True)
             held_by[kmer] += n_targets.astype(np.int32)
+        return held_by
+
+    def common_of(self, held_by: np.ndarray, wanted: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`common` from the counts of :meth:`held_by` (sets :attr:`cut`)."""
         if self.max_targets is None:
             self.cut = chance_cut(held_by[self._counted(wanted, held_by)])
         common = held_by > self.cut
@@ -190,7 +202,7 @@ class KmerIndex:
             return codes[codes <= reverse_complement_codes(codes, self.k)]
         return counted
 
-    def _wanted(self, queries: Sequence[str]) -> np.ndarray:
+    def wanted(self, queries: Sequence[str]) -> np.ndarray:
         """Per possible k-mer: whether a query holds it (or, with ``both``, its reverse)."""
         wanted = np.zeros(4**self.k, dtype=bool)
         for start in range(0, len(queries), QUERY_BLOCK):
@@ -209,27 +221,29 @@ class KmerIndex:
         ``min_votes`` k-mers; ``flip`` 1 means the query matches the target's reverse
         complement. Ties: the lower number first.
         """
-        m = len(queries)
-        out_t = np.full((m, top), -1, dtype=np.int64)
-        out_f = np.zeros((m, top), dtype=np.int8)
-        if m == 0 or len(self.targets) == 0:
-            return out_t, out_f
+        if len(queries) == 0 or len(self.targets) == 0:
+            empty = TopTargets(len(queries), top)
+            return empty.target, empty.flip
         kept: list = []
-        common = self.common(self._wanted(queries), kept)
-        for start in range(0, m, QUERY_BLOCK):
+        common = self.common(self.wanted(queries), kept)
+        return self.top_targets(queries, top, common, kept).result(min_votes)
+
+    def top_targets(self, queries: Sequence[str], top: int, common: np.ndarray,
+                    kept: Sequence = ()) -> TopTargets:
+        """Each query's ``top`` targets by shared k-mers, ``common`` ones left out (the vote
+        pass of :meth:`candidates`; ``kept``: the blocks :meth:`common` kept)."""
+        out = TopTargets(len(queries), top)
+        for start in range(0, len(queries), QUERY_BLOCK):
             block = list(queries[start : start + QUERY_BLOCK])
-            best = _TopTargets(len(block), top)
+            best = TopTargets(len(block), top)
             table = _QueryTable(block, self.k, common, self.both)
             for first, size, key in kept:
                 best.merge(*table.votes(key // size, key % size, size, distinct=True), size,
                            first)
             for first, size, values, owner in self._blocks(skip=len(kept)):
                 best.merge(*table.votes(values, owner, size), size, first)
-            target, flip = best.result()
-            few = best.votes < min_votes  # the last places of a query's list
-            target[few], flip[few] = -1, 0
-            out_t[start : start + len(block)], out_f[start : start + len(block)] = target, flip
-        return out_t, out_f
+            out.put(slice(start, start + len(block)), best)
+        return out
 
 
 class _QueryTable:
@@ -282,7 +296,7 @@ class _QueryTable:
         return side % self.m, owner + m * (side >= self.m), votes
 
 
-class _TopTargets:
+class TopTargets:
     """Each query's ``top`` targets by votes so far (ties: lower target number)."""
 
     def __init__(self, m: int, top: int) -> None:
@@ -322,5 +336,22 @@ class _TopTargets:
         self.target[rows], self.flip[rows], self.votes[rows] = -1, 0, 0
         self.target[q, rank], self.flip[q, rank], self.votes[q, rank] = t, f, votes
 
-    def result(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.target, self.flip
+    def put(self, rows: slice, other: TopTargets) -> None:
+        """Queries ``rows`` are ``other``'s (a block of the queries)."""
+        self.target[rows], self.flip[rows], self.votes[rows] = other.target, other.flip, \
+            other.votes
+
+    def merge_top(self, other: TopTargets, first_target: int, m: int) -> None:
+        """Add another top list over ``m`` targets numbered from ``first_target`` (after
+        every target merged before): the top of a union of disjoint sets of targets is the
+        top of their tops."""
+        q, rank = np.nonzero(other.votes > 0)
+        owner = other.target[q, rank] + m * other.flip[q, rank].astype(np.int64)
+        self.merge(q, owner, other.votes[q, rank], m, first_target)
+
+    def result(self, min_votes: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(targets, flips); -1 (and 0) where a place has fewer than ``min_votes`` votes."""
+        target, flip = self.target.copy(), self.flip.copy()
+        few = self.votes < min_votes  # the last places of a query's list
+        target[few], flip[few] = -1, 0
+        return target, flip

@@ -51,6 +51,7 @@ import numpy as np
 from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.graph import _GuardedLinker
 from dnaembed.cluster.labels import assemble
+from dnaembed.cluster.link_tasks import link_in_tasks
 from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_cells
 from dnaembed.cluster.partition_tasks import (
     EmbedTask,
@@ -112,14 +113,23 @@ class PartitionedResult:
 
 
 class _Stage:
-    """Wall time per stage and task CPU time per stage, for the log and the projection."""
+    """Wall time per stage, this thread's CPU time per stage (what this process does
+    itself, the tasks it waits for aside), and counts, for the log and the projection."""
 
     def __init__(self) -> None:
         self.timings: dict[str, float] = {}
-        self.stats: dict[str, object] = {}
+        self.stats: dict[str, object] = {"client_cpu": {}}
 
-    def timed(self, stage: str, start: float) -> None:
-        self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - start
+    @staticmethod
+    def clock() -> tuple[float, float]:
+        """The start of a stage, for :meth:`timed`."""
+        return time.perf_counter(), time.thread_time()
+
+    def timed(self, stage: str, start: tuple[float, float]) -> None:
+        wall, cpu = start
+        self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - wall
+        own = self.stats["client_cpu"]
+        own[stage] = own.get(stage, 0.0) + time.thread_time() - cpu
 
     def count(self, key: str, value: float) -> None:
         self.stats[key] = self.stats.get(key, 0) + value
@@ -184,10 +194,11 @@ def _cluster_all(units: Units, model, runner, *, plan: PartitionPlan, spill: Spi
         w = units.weights.astype(np.float64)
         degree = (w - 1) + np.bincount(edges.lo, weights=w[edges.hi], minlength=n) + np.bincount(
             edges.hi, weights=w[edges.lo], minlength=n)
-        start = time.perf_counter()
+        start = run.stage.clock()
         linker = _GuardedLinker(units.seqs, units.seqs.reversed(), degree, units.weights,
                                 threshold, guard_factor, guard)
-        linker.link(edges, dist)
+        link_in_tasks(linker, edges, dist, runner, units.seqs, threshold=threshold,
+                      factor=guard_factor, guard=guard)
         del edges, dist  # round 1's pairs are linked: nothing reads them again
         run.stage.timed("link", start)
         rescuing = rescue and n > 2
@@ -207,7 +218,8 @@ def _cluster_all(units: Units, model, runner, *, plan: PartitionPlan, spill: Spi
         if split:
             groups = _split(units, groups, parity, degree, threshold, run.stage)
         result = _finish(units, groups, parity, degree, threshold, rounds.lists,
-                         search if rescuing else None, rescue_max_size, both, seed, run.stage)
+                         search if rescuing else None, rescue_max_size, both, seed, run.stage,
+                         runner)
     finally:
         run.close()
     return result
@@ -259,7 +271,7 @@ class _Run:
         embedded in chunks, and the two merged in unit order.
         """
         n, plan = len(self.units), self.plan
-        start = time.perf_counter()
+        start = self.stage.clock()
         cells = max(1, -(-n // plan.partition_size))
         rng = np.random.default_rng([self.seed, 21])
         sample = np.sort(rng.choice(n, min(n, max(plan.sample_size, 64 * cells)), replace=False))
@@ -275,7 +287,7 @@ class _Run:
         self.sample_vectors = self.partitioner.project(full)
         del full
         self.stage.timed("partition", start)
-        start = time.perf_counter()
+        start = self.stage.clock()
         self.vectors = SpillArray((self.partitioner.dim,), np.float16, spill_to=self.spill_to)
         cell_blocks, truncated = self._embed_rest(sample, truncated)
         cells = np.concatenate(cell_blocks)
@@ -352,7 +364,7 @@ class _Run:
         return threshold, edges, dist[keep]
 
     def _search_partitions(self, cut: Threshold, sample: np.ndarray):
-        start = time.perf_counter()
+        start = self.stage.clock()
 
         def tasks():
             for cell, members in enumerate(self.members):
@@ -403,7 +415,7 @@ def _split(units: Units, groups: np.ndarray, parity: np.ndarray, degree: np.ndar
     from dnaembed.cluster.split import split_clusters
     from dnaembed.log import available_cores
 
-    start = time.perf_counter()
+    start = stage.clock()
     groups, counts = split_clusters(units.seqs, units.seqs.reversed(), groups, parity, degree,
                                     units.weights, threshold, lengths=units.lengths,
                                     workers=available_cores())
@@ -428,9 +440,10 @@ def _rescue_superset(linker: _GuardedLinker, units: Units, max_size: int) -> np.
 
 def _finish(units: Units, groups, parity, degree, threshold, lists,
             rescue: CandidateSearch | None, max_size: int, both: bool, seed: int,
-            stage: _Stage) -> PartitionedResult:
+            stage: _Stage, runner) -> PartitionedResult:
     """Labels from the linked groups, representatives of full length, then the rescue
-    (``rescue``: its k-mer search; None: no rescue)."""
+    (``rescue``: its k-mer search; None: no rescue), its searches and alignments on the
+    runner."""
     full_length = FULL_LENGTH_FRACTION * units.median_length
     centrality = np.asarray(degree, dtype=np.float64)
     lift = float(np.abs(centrality).max(initial=0.0)) * 2 + 1
@@ -439,11 +452,12 @@ def _finish(units: Units, groups, parity, degree, threshold, lists,
     if rescue is not None:
         from dnaembed.cluster.rescue import rescue_reads
 
-        start = time.perf_counter()
+        start = stage.clock()
         labels, orient, reps, rescued = rescue_reads(
             units.seqs, units.seqs.reversed() if both else None, labels, orient, centrality,
             units.weights, lists, rate=threshold.rescue_rate, max_size=max_size,
-            full_length=full_length, seed=seed, lengths=units.lengths, search=rescue)
+            full_length=full_length, seed=seed, lengths=units.lengths, search=rescue,
+            runner=runner)
         stage.stats["rescued"] = rescued
         stage.timed("rescue", start)
     return PartitionedResult(labels, orient, reps, threshold, stage.timings, stage.stats)

@@ -72,6 +72,14 @@ def star_consensus(reference: str, others: Sequence[str]) -> str:
     return "".join(parts)
 
 
+def profile_of(reads: list[str], consensus: bool = True) -> list[str]:
+    """What a cluster of these central reads (oriented, representative first) is aligned to:
+    their consensus, or the reads themselves when there are fewer than :data:`MIN_READS`."""
+    if consensus and len(reads) >= MIN_READS:
+        return [star_consensus(reads[0], reads[1:])]
+    return reads
+
+
 class ClusterProfiles:
     """Per cluster, on demand: the sequences the rescue aligns reads to, in the cluster's
     orientation (its consensus, or its central reads when there are too few).
@@ -92,17 +100,30 @@ class ClusterProfiles:
     def _oriented(self, read: int, flip: int) -> str:
         return self.rc_seqs[read] if flip and self.rc_seqs is not None else self.seqs[read]
 
+    def key(self, cluster: int) -> tuple:
+        """The cluster's central (read, orientation) pairs: what its profile is built from."""
+        return tuple(self.members[cluster])
+
+    def missing(self, clusters) -> dict[tuple, list[str]]:
+        """The oriented reads of each of ``clusters`` whose profile is not yet known, by key
+        (to build elsewhere, :func:`build_profiles`, then :meth:`add`)."""
+        out: dict[tuple, list[str]] = {}
+        for c in clusters:
+            key = self.key(c)
+            if key not in self.known and key not in out:
+                out[key] = [self._oriented(r, f) for r, f in key]
+        return out
+
+    def add(self, key: tuple, profile: list[str]) -> None:
+        self.known[key] = profile
+
     def __call__(self, cluster: int) -> list[str]:
         found = self._cache.get(cluster)
         if found is None:
-            key = tuple(self.members[cluster])
+            key = self.key(cluster)
             found = self.known.get(key)
             if found is None:
-                reads = [self._oriented(r, f) for r, f in key]
-                if self.consensus and len(reads) >= MIN_READS:
-                    found = [star_consensus(reads[0], reads[1:])]
-                else:
-                    found = reads
+                found = profile_of([self._oriented(r, f) for r, f in key], self.consensus)
                 self.known[key] = found
             self._cache[cluster] = found
         return found

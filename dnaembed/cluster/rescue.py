@@ -87,15 +87,18 @@ More in ``docs/algorithms.md``.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from dnaembed.arrays import rank_in_groups
+from dnaembed.cluster.kmer_tasks import search_in_tasks
 from dnaembed.cluster.labels import assemble
 from dnaembed.cluster.profiles import ClusterProfiles
-from dnaembed.io.spill import oriented_strings
+from dnaembed.cluster.rescue_tasks import build_missing_profiles, score_in_tasks
+from dnaembed.io.spill import oriented_strings, strings_of
 from dnaembed.log import logger
 
 #: Clusters tried per read: by shared k-mers, then by embedding neighbours.
@@ -190,6 +193,7 @@ def rescue_reads(
     details: list | None = None,
     lengths: np.ndarray | None = None,
     search: CandidateSearch = DEFAULT_SEARCH,
+    runner=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Move leftover reads into clusters they clearly belong to (see the module notes).
 
@@ -199,10 +203,16 @@ def rescue_reads(
     none). ``details``, when given, receives ``(read, length, best, runner_up,
     cluster, accepted)`` for every read examined. ``lengths``: the reads' lengths, when
     known (else measured from ``seqs``, which reads every sequence once). ``search``: how
-    candidate clusters are found by k-mers (:func:`rescue_settings`).
+    candidate clusters are found by k-mers (:func:`rescue_settings`). ``runner``: where the
+    k-mer search and the alignments run (:mod:`dnaembed.execute`; default: here, on one
+    thread); the result does not depend on it.
     Returns labels, orientations, representatives and the number of reads moved
     (counting collapsed copies).
     """
+    if runner is None:
+        from dnaembed.execute.inline import InlineExecutor
+
+        runner = InlineExecutor(1)
     if lengths is None:
         lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     lengths = np.asarray(lengths, dtype=np.int64)
@@ -224,7 +234,7 @@ def rescue_reads(
         new_labels, new_orient, n_moved = _rescue_pass(
             seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows, targets,
             neighbours_of, rate, details, upward_only=full_pass, seed=seed, search=search,
-            known_profiles=known_profiles,
+            known_profiles=known_profiles, runner=runner,
         )
         if n_moved:
             moved += n_moved
@@ -272,42 +282,36 @@ class CentralMembers:
 
 def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows,
                  targets, neighbours_of, rate, details, *, upward_only: bool, seed: int,
-                 search: CandidateSearch, known_profiles: dict
+                 search: CandidateSearch, known_profiles: dict, runner
                  ) -> tuple[np.ndarray, np.ndarray, int]:
-    labels = labels.copy()
-    orientation = orientation.copy()
+    labels, orientation = labels.copy(), orientation.copy()
     before = labels.copy()
-    rng = np.random.default_rng([seed, 13])
     target_ids = np.flatnonzero(targets)
+    started = time.perf_counter()
     kmer_index = _member_kmers(seqs, rc_seqs, members, target_ids, search)
+    by_kmers, _ = search_in_tasks(kmer_index, strings_of(seqs, rows), MAX_CANDIDATES, runner,
+                                  min_votes=search.min_votes)
+    logger.info("rescue: %d reads against %d clusters; k-mers held by more than %d clusters "
+                "ignored", len(rows), len(target_ids), kmer_index.cut)
+    searched = time.perf_counter()
+    # Clusters are numbered by decreasing size: "larger" is a smaller number.
+    limits = before[rows] if upward_only else np.full(len(rows), len(reps))
+    examined, chosen = _choose_candidates(rows, by_kmers, neighbours_of(rows), before, targets,
+                                          limits, np.random.default_rng([seed, 13]))
     central = CentralMembers(members.reads[:, :MEMBERS_PER_CLUSTER],
                              members.flips[:, :MEMBERS_PER_CLUSTER])  # views, not copies
     profiles = ClusterProfiles(seqs, rc_seqs, central, known=known_profiles)
-    by_kmers, _ = kmer_index.candidates([seqs[i] for i in rows.tolist()], MAX_CANDIDATES,
-                                        min_votes=search.min_votes)
-    logger.info("rescue: %d reads against %d clusters; k-mers held by more than %d clusters "
-                "ignored", len(rows), len(target_ids), kmer_index.cut)
-    by_embedding, embedded = neighbours_of(rows)
-    # Clusters of the embedding neighbours, nearest first (-1: none, or not a target).
-    order = np.argsort(embedded, axis=1, kind="stable")
-    nearest = np.take_along_axis(by_embedding, order, axis=1)
-    near_clusters = np.where(nearest >= 0, before[np.maximum(nearest, 0)], -1)
-    near_clusters[(near_clusters >= 0) & ~targets[np.maximum(near_clusters, 0)]] = -1
-    kmer_rows, near_rows = by_kmers.tolist(), near_clusters.tolist()
-    target_list = target_ids.tolist()
+    build_missing_profiles(profiles, dict.fromkeys(c for cs in chosen for c in cs), runner)
+    built = time.perf_counter()
+    bounds = [_alignment_bound(int(lengths[row]), rate) for row in examined]
+    scores = score_in_tasks(seqs, rc_seqs, examined, chosen, bounds, profiles, runner)
+    logger.debug("rescue pass: k-mer search %.1f s, candidates and profiles %.1f s, "
+                 "alignments %.1f s", searched - started, built - searched,
+                 time.perf_counter() - built)
     moved = 0
-    for r, row in enumerate(rows.tolist()):
-        own = before[row]
-        # Clusters are numbered by decreasing size: "larger" is a smaller number.
-        limit = own if upward_only else len(reps)
-        clusters = _candidate_clusters(kmer_rows[r], near_rows[r], target_list, own, limit,
-                                       rng)
-        if clusters is None:
-            continue
+    for row, d1, flip, c1, d2 in zip(examined, scores.best.tolist(), scores.flip.tolist(),
+                                     scores.cluster.tolist(), scores.runner_up.tolist()):
         length = int(lengths[row])
-        scored = _score_clusters(seqs, rc_seqs, row, clusters, profiles,
-                                 _alignment_bound(length, rate))
-        (d1, flip, c1), (d2, _, _) = scored[0], scored[1]
         accept = accepted(d1, d2, length, rate)
         if details is not None:
             details.append((row, length, d1, d2, c1, accept))
@@ -319,6 +323,30 @@ def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, len
         moved += _follow_moved_pieces(labels, orientation, before, reps, weights)
         _follow_moved_representatives(labels, orientation, before, reps)
     return labels, orientation, moved
+
+
+def _choose_candidates(rows, by_kmers, neighbours, before, targets, limits, rng
+                       ) -> tuple[list[int], list[list[int]]]:
+    """The reads that have candidate clusters (in row order) and theirs: by k-mers, then
+    by the embedding neighbours' clusters (:func:`_candidate_clusters`), below each
+    read's ``limits`` (a cluster number)."""
+    by_embedding, embedded = neighbours
+    # Clusters of the embedding neighbours, nearest first (-1: none, or not a target).
+    order = np.argsort(embedded, axis=1, kind="stable")
+    nearest = np.take_along_axis(by_embedding, order, axis=1)
+    near_clusters = np.where(nearest >= 0, before[np.maximum(nearest, 0)], -1)
+    near_clusters[(near_clusters >= 0) & ~targets[np.maximum(near_clusters, 0)]] = -1
+    kmer_rows, near_rows = by_kmers.tolist(), near_clusters.tolist()
+    target_list = np.flatnonzero(targets).tolist()
+    examined, chosen = [], []
+    for r, (row, own, limit) in enumerate(zip(rows.tolist(), before[rows].tolist(),
+                                              limits.tolist())):
+        clusters = _candidate_clusters(kmer_rows[r], near_rows[r], target_list, own, limit,
+                                       rng)
+        if clusters is not None:
+            examined.append(row)
+            chosen.append(clusters)
+    return examined, chosen
 
 
 def _small_cluster_rows(labels, sizes, reps, lengths, full_length, max_size) -> np.ndarray:
@@ -414,32 +442,6 @@ def _candidate_clusters(kmer_targets, near, target_list, own: int, limit: int, r
             return None
         clusters[pool[0]] = None
     return list(clusters)
-
-
-def _score_clusters(seqs, rc_seqs, row: int, clusters: list[int], profiles, bound: int
-                    ) -> list[tuple[int, int, int]]:
-    """(best semi-global distance to the cluster's profile, orientation, cluster), best first.
-
-    Both orientations of the read are tried whenever both are clustered: the orientation
-    that won the k-mer vote is wrong often enough (votes of a few k-mers) to cost reads.
-    """
-    import edlib
-
-    flips = (0, 1) if rc_seqs is not None else (0,)
-    scored = []
-    for c in clusters:
-        best = (bound + 1, 0)
-        for target in profiles(c):
-            for f in flips:
-                # Profiles are in the cluster's orientation: so is the query, flipped or not.
-                query = rc_seqs[row] if f else seqs[row]
-                d = edlib.align(query, target, mode="HW", task="distance",
-                                k=min(bound, best[0] - 1))["editDistance"]
-                if 0 <= d < best[0]:
-                    best = (d, f)
-        scored.append((best[0], best[1], c))
-    scored.sort()
-    return scored
 
 
 def _follow_moved_representatives(labels: np.ndarray, orientation: np.ndarray,

@@ -15,7 +15,6 @@ candidates (:class:`NeighbourLists`).
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_
 from dnaembed.cluster.partition_tasks import QueryTask, query_partition
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
-from dnaembed.io.spill import trim_memory, unpack_strings
+from dnaembed.io.spill import pack_strings, trim_memory, unpack_strings
 from dnaembed.log import logger
 
 
@@ -103,13 +102,13 @@ class RepresentativeRounds:
             # pieces, when the median cluster says nothing of a strand's size.
             asked = np.ones(len(reps), dtype=bool) if first else pieces(weights)
             if first and self.both:
-                start = time.perf_counter()
+                start = run.stage.clock()
                 self._embed_reverse(np.union1d(reps, self.rescue_rows))
                 run.stage.timed("embed", start)
-            start = time.perf_counter()
+            start = run.stage.clock()
             lo, hi, parity, dist = self._round(reps, asked, number, listed=first)
             run.stage.timed("search", start)
-            start = time.perf_counter()
+            start = run.stage.clock()
             merges = linker.merges
             linker.link(CandidatePairs(lo, hi, parity, np.zeros(len(lo), np.float32)), dist)
             run.stage.timed("link", start)
@@ -248,8 +247,8 @@ def _oriented(run, units: np.ndarray, reverse: np.ndarray) -> tuple[np.ndarray, 
     if not reverse.any():
         return data, lengths
     seqs = unpack_strings(data, lengths)
-    seqs = [reverse_complement(s) if r else s for s, r in zip(seqs, reverse.tolist())]
-    return np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8), lengths
+    return pack_strings([reverse_complement(s) if r else s
+                         for s, r in zip(seqs, reverse.tolist())])
 
 
 def distinct_pairs(lo: np.ndarray, hi: np.ndarray, parity: np.ndarray, dist: np.ndarray, *,

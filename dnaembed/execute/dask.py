@@ -34,7 +34,7 @@ import dask
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from dnaembed.errors import DnaembedError
-from dnaembed.execute.traffic import Traffic, payload_bytes
+from dnaembed.execute.traffic import Traffic, payload_bytes, timed_call
 from dnaembed.log import progress_bar
 
 #: Tasks in flight per worker thread.
@@ -80,14 +80,16 @@ class AllocatorSettings(WorkerPlugin):
 
 
 def _call_shared(fn: Callable, name: str, task: Any) -> Any:
-    """On a worker: ``fn(shared object, task)``."""
-    return fn(_SHARED[name], task)
+    """On a worker: ``fn(shared object, task)``, and its CPU time (:func:`timed_call`)."""
+    return timed_call(fn, _SHARED[name], task)
 
 
 class DaskExecutor:
     """Tasks on Dask: a new LocalCluster (``workers``) or the one at ``scheduler``."""
 
     kind = "dask"
+    #: Tasks run in worker processes (see :attr:`InlineExecutor.shares_interpreter`).
+    shares_interpreter = False
 
     def __init__(self, *, workers: int | None = None, scheduler: str | None = None,
                  threads_per_worker: int = 1, memory_limit: int | None = None) -> None:
@@ -148,24 +150,25 @@ class DaskExecutor:
                     self.traffic.sent += payload_bytes(task)
                     self.traffic.tasks += 1
                     if name is None:
-                        future = self.client.submit(fn, task, key=key, pure=False)
+                        future = self.client.submit(timed_call, fn, task, key=key, pure=False)
                     else:
                         future = self.client.submit(_call_shared, fn, name, task, key=key,
                                                     pure=False)
                     pending.append(future)
                     while len(pending) > ahead:
-                        yield self._result(pending.popleft())
+                        yield self._result(pending.popleft(), desc)
                         bar.update(1)
                 while pending:
-                    yield self._result(pending.popleft())
+                    yield self._result(pending.popleft(), desc)
                     bar.update(1)
             finally:
                 if pending:
                     self.client.cancel(list(pending))
 
-    def _result(self, future) -> Any:
-        result = future.result()
+    def _result(self, future, kind: str) -> Any:
+        result, cpu = future.result()
         self.traffic.received += payload_bytes(result)
+        self.traffic.add_cpu(kind, cpu)
         return result
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from dnaembed.execute.traffic import Traffic, payload_bytes
+from dnaembed.execute.traffic import Traffic, payload_bytes, timed_call
 from dnaembed.log import available_cores, progress_bar
 
 #: Tasks submitted ahead of the oldest unfinished one, per thread.
@@ -26,6 +26,9 @@ class InlineExecutor:
     """Run tasks here, on ``threads`` threads (0: every available core)."""
 
     kind = "inline"
+    #: Tasks run on this interpreter's threads: work that holds the interpreter lock
+    #: gains nothing from tasks here (see :mod:`dnaembed.cluster.link_tasks`).
+    shares_interpreter = True
 
     def __init__(self, threads: int = 1) -> None:
         self.workers = threads if threads > 0 else available_cores()
@@ -39,7 +42,10 @@ class InlineExecutor:
     def map(self, fn: Callable, tasks: Iterable, *, shared: Any = None, desc: str = "tasks",
             unit: str = "task") -> Iterator:
         """``fn(shared, task)`` (or ``fn(task)`` without ``shared``) for each task, in order."""
-        call = fn if shared is None else (lambda task: fn(shared, task))
+        args = () if shared is None else (shared,)
+
+        def call(task):
+            return timed_call(fn, *args, task)
 
         def counted(tasks):
             for task in tasks:
@@ -47,8 +53,10 @@ class InlineExecutor:
                 self.traffic.tasks += 1
                 yield task
 
-        def back(result):
+        def back(timed):
+            result, cpu = timed
             self.traffic.received += payload_bytes(result)
+            self.traffic.add_cpu(desc, cpu)
             bar.update(1)
             return result
 

@@ -1,4 +1,6 @@
-"""What tasks carry: bytes of the arrays in them, counted as they go out and come back.
+"""What tasks carry: bytes of the arrays in them, counted as they go out and come back;
+and what they cost: the CPU time of each task, measured where it runs (every task runs
+on one thread, so its thread's CPU time is its own).
 
 The partitioned pipeline's tasks and results are dataclasses of numpy arrays
 (:mod:`dnaembed.cluster.partition_tasks`); their arrays are what a Dask
@@ -30,12 +32,29 @@ def payload_bytes(obj, _depth: int = 0) -> int:
 
 @dataclasses.dataclass
 class Traffic:
-    """Bytes sent to tasks and received from them, and the number of tasks."""
+    """Bytes sent to tasks and received from them, the number of tasks, and the tasks' CPU
+    seconds by kind (the ``desc`` of :meth:`map`: "searching partitions", "linking", ...)."""
 
     sent: int = 0
     received: int = 0
     tasks: int = 0
+    cpu: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def add_cpu(self, kind: str, seconds: float) -> None:
+        self.cpu[kind] = self.cpu.get(kind, 0.0) + seconds
+
+    def describe_cpu(self) -> str:
+        return ", ".join(f"{kind} {seconds:.1f}s" for kind, seconds in self.cpu.items())
 
     def describe(self) -> str:
         return (f"{self.tasks:,} tasks: {self.sent / 2**20:,.1f} MB of arrays to the workers, "
                 f"{self.received / 2**20:,.1f} MB back")
+
+
+def timed_call(fn, *args):
+    """``(fn(*args), CPU seconds of this thread meanwhile)``: how a runner measures a task."""
+    import time
+
+    started = time.thread_time()
+    result = fn(*args)
+    return result, time.thread_time() - started

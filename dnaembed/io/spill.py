@@ -358,6 +358,12 @@ def oriented_strings(seqs: Sequence[str], rc_seqs: Sequence[str] | None, rows: n
     return out
 
 
+def pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """ASCII strings as ``(bytes, lengths)``, as :meth:`PackedStrings.packed` gives them."""
+    lengths = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+    return np.frombuffer("".join(strings).encode("ascii"), dtype=np.uint8), lengths
+
+
 def unpack_strings(data: np.ndarray, lengths: np.ndarray, encoding: str = "ascii") -> list[str]:
     """Strings back from :meth:`PackedStrings.packed`."""
     raw = data.tobytes()
