@@ -116,6 +116,13 @@ def parse_log(log: str) -> dict:
     match = re.search(r"task CPU time: (.*)$", log, re.M)
     if match:
         out["cpu"] = {k: float(v) for k, v in re.findall(r"(\w+) ([\d.]+)s", match.group(1))}
+    match = re.search(r"task CPU time by kind: (.*)$", log, re.M)
+    if match:
+        out["cpu_by_kind"] = {k: float(v) for k, v in
+                              re.findall(r"([a-z][a-z0-9 -]*?) ([\d.]+)s", match.group(1))}
+    match = re.search(r"this thread's CPU time by stage \(the tasks aside\): (.*)$", log, re.M)
+    if match:
+        out["own_cpu"] = {k: float(v) for k, v in re.findall(r"(\w+) ([\d.]+)s", match.group(1))}
     match = re.search(r"this process: ([\d.]+)s", log)
     if match:
         out["client_cpu"] = float(match.group(1))
@@ -250,8 +257,8 @@ def derived(rows: dict[str, dict], args) -> list[str]:
     if one and two and "error" not in one and "error" not in two:
         out.append(f"- LocalCluster at {two['reads']:,} reads: 2 workers "
                    f"{one['seconds'] / two['seconds']:.2f}x faster than 1 (target >= 1.7)")
-        cpu = [(sum(r.get("cpu", {}).values()), r.get("client_cpu", float("nan")))
-               for r in (one, two)]
+        cpu = [(sum((r.get("cpu_by_kind") or r.get("cpu", {})).values()),
+                r.get("client_cpu", float("nan"))) for r in (one, two)]
         (task1, client1), (task2, client2) = cpu
         out.append(f"- CPU seconds, 1 worker / 2 workers: tasks {task1:.0f} / {task2:.0f}, "
                    f"client process {client1:.0f} / {client2:.0f} (its serial stages, feeding "
@@ -263,6 +270,12 @@ def derived(rows: dict[str, dict], args) -> list[str]:
     return out
 
 
+#: Task kinds of the stages that a runner of worker processes runs as tasks (the link and
+#: the rescue) and the one-process run does here.
+CLIENT_STAGE_TASKS = ("linking", "counting k-mers", "k-mer votes", "cluster profiles",
+                      "rescue alignments")
+
+
 def projection(rows: dict[str, dict]) -> str:
     """Per-read costs from the largest one-process run and the Dask run; 10^8 and 10^9."""
     base = rows.get("budget") or rows.get("large")
@@ -270,17 +283,30 @@ def projection(rows: dict[str, dict]) -> str:
         return "(no run to project from)"
     n = base["reads"]
     stages = base.get("stages", {})
+    where = {k: "tasks (workers)" for k in base["cpu"]}
     tasks = {k: v / n for k, v in base["cpu"].items()}
     serial_stages = ("read", "dedupe", "partition", "link", "split", "rescue", "write")
     serial = {k: stages.get(k, 0.0) / n for k in serial_stages}
+    dask = rows.get("dask2")
+    if dask and "own_cpu" in dask and "cpu_by_kind" in dask:
+        # On workers, the link and the rescue are tasks too: their tasks' CPU and what this
+        # process did itself in those stages, from the 10^6 LocalCluster run.
+        per = 1 / dask["reads"]
+        for kind in CLIENT_STAGE_TASKS:
+            if kind in dask["cpu_by_kind"]:
+                tasks[kind] = dask["cpu_by_kind"][kind] * per
+                where[kind] = "tasks (workers), 10^6 LocalCluster run"
+        for stage in ("link", "rescue"):
+            serial[stage] = dask["own_cpu"].get(stage, 0.0) * per
     lines = ["| stage | where | CPU µs per read |", "|---|---|---:|"]
     for k, v in tasks.items():
-        lines.append(f"| {k} | tasks (workers) | {1e6 * v:.1f} |")
+        lines.append(f"| {k} | {where[k]} | {1e6 * v:.1f} |")
     for k, v in serial.items():
-        lines.append(f"| {k} | client, one thread | {1e6 * v:.1f} |")
+        own = dask and "own_cpu" in dask and k in ("link", "rescue")
+        lines.append(f"| {k} | client{', 10^6 LocalCluster run' if own else ', one thread'} | "
+                     f"{1e6 * v:.1f} |")
     task_s, serial_s = sum(tasks.values()), sum(serial.values())
     client_per_read = max(base["client"] - 300 * MIB, 0) / n
-    dask = rows.get("dask2")
     moved = (sum(dask["traffic_mb"]) * MIB / dask["reads"]) if dask and "traffic_mb" in dask \
         else float("nan")
     worker_peak = max(dask["workers"]) / MIB if dask and dask.get("workers") else float("nan")
