@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnaembed.cluster.kmers import KmerIndex, TopTargets
+from dnaembed.execute import runs_here
 from dnaembed.io.spill import pack_strings, strings_of, unpack_strings
 
 #: Targets per task (a range of the targets, cut between groups).
@@ -78,10 +79,10 @@ def search_in_tasks(index: KmerIndex, queries: Sequence[str], top: int, runner, 
                     min_votes: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`KmerIndex.candidates`, its two passes as tasks on ``runner`` (see the notes);
     sets ``index.cut`` as the search in one pass does. A runner whose tasks would share
-    this process (:attr:`InlineExecutor.shares_interpreter`) gets the one-pass search,
+    this process (:func:`dnaembed.execute.runs_here`) gets the one-pass search,
     which keeps the first pass's k-mers for the second instead of computing them again."""
     queries = list(queries)
-    if getattr(runner, "shares_interpreter", False):
+    if runs_here(runner):
         return index.candidates(queries, top, min_votes=min_votes)
     best = TopTargets(len(queries), top)
     if len(queries) == 0 or len(index.targets) == 0:

@@ -12,7 +12,7 @@ Components go to tasks in the order of their first read, whole, until a task hol
 :data:`PAIRS_PER_TASK` pairs: the tasks depend on the pairs alone. Why: at 10^6 reads
 round 1's linking is ~11 s of Python in this process, while the workers wait. The
 linking holds the interpreter lock, so a runner whose tasks share this process
-(:attr:`InlineExecutor.shares_interpreter`) links here in one pass instead: the
+(:func:`dnaembed.execute.runs_here`) links here in one pass instead: the
 same result, without the cost of splitting.
 """
 
@@ -26,6 +26,7 @@ from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.graph import _GuardedLinker
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
+from dnaembed.execute import runs_here
 from dnaembed.io.spill import unpack_strings
 
 #: Pairs per task (a task takes whole components until it holds this many).
@@ -101,7 +102,7 @@ def link_in_tasks(linker: _GuardedLinker, edges: CandidatePairs, dist: np.ndarra
                   seqs, *, threshold: Threshold, factor: float, guard: bool) -> None:
     """``linker.link(edges, dist)`` with its components linked in tasks on ``runner`` (see
     the module notes); ``linker`` (fresh: no pair linked yet) takes their results."""
-    if getattr(runner, "shares_interpreter", False) or len(edges) == 0:
+    if runs_here(runner) or len(edges) == 0:
         linker.link(edges, dist)
         return
     from scipy.sparse import coo_matrix

@@ -64,6 +64,12 @@ decided on distances to the designs, which a consensus of five reads is within
 always: the orientation that won the k-mer vote (a few k-mers) is wrong often
 enough to cost reads.
 
+Where: on a runner of worker processes the k-mer search, the consensus and the
+alignments are tasks (:mod:`dnaembed.cluster.kmer_tasks`,
+:mod:`dnaembed.cluster.rescue_tasks`); the candidates (drawn from a seeded generator,
+in read order) and the decisions are taken here, so the result is the same wherever
+the tasks run. In one process all of it runs here, in one pass.
+
 Cost: a cluster's consensus is built the first time a read needs it and kept for
 both passes (most clusters are candidates of many reads); the k-mer index reverses
 the reads asked about rather than the clusters' reads, and counts only their
@@ -204,26 +210,19 @@ def rescue_reads(
     cluster, accepted)`` for every read examined. ``lengths``: the reads' lengths, when
     known (else measured from ``seqs``, which reads every sequence once). ``search``: how
     candidate clusters are found by k-mers (:func:`rescue_settings`). ``runner``: where the
-    k-mer search and the alignments run (:mod:`dnaembed.execute`; default: here, on one
-    thread); the result does not depend on it.
-    Returns labels, orientations, representatives and the number of reads moved
-    (counting collapsed copies).
+    k-mer search and the alignments run (:mod:`dnaembed.execute`; None: here); the result
+    does not depend on it. Returns labels, orientations, representatives and the number
+    of reads moved (counting collapsed copies).
     """
-    if runner is None:
-        from dnaembed.execute.inline import InlineExecutor
-
-        runner = InlineExecutor(1)
-    if lengths is None:
-        lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    lengths = np.asarray(lengths, dtype=np.int64)
+    lengths = np.asarray(lengths if lengths is not None else [len(s) for s in seqs], np.int64)
     centrality = np.asarray(centrality, dtype=np.float64)
     labels, orientation, reps = assemble(labels, orientation, centrality, weights)
     moved = 0
     known_profiles: dict = {}  # shared by the passes (ClusterProfiles)
     for full_pass in (True, False):
-        sizes = np.bincount(labels, weights=weights, minlength=len(reps))
         targets = lengths[reps] >= full_length  # clusters of a full-length representative
         if full_pass:
+            sizes = np.bincount(labels, weights=weights, minlength=len(reps))
             rows = _small_cluster_rows(labels, sizes, reps, lengths, full_length, max_size)
         else:
             rows = np.flatnonzero(~targets[labels] & (lengths > 0))

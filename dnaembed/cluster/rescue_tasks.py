@@ -9,7 +9,7 @@ cluster and per read. It goes to the runner in tasks of a fixed size
 on the reads alone and the result on nothing that runs them. At 10^6 reads it was
 ~7 s of the ~17 s rescue, in this process while the workers waited. The alignments
 hold the interpreter lock, so a runner whose tasks would share this process
-(:attr:`InlineExecutor.shares_interpreter`) gets them here, in one pass, profiles built
+(:func:`dnaembed.execute.runs_here`) gets them here, in one pass, profiles built
 on demand: the same result, without packing them into tasks.
 """
 
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnaembed.cluster.profiles import ClusterProfiles, profile_of
+from dnaembed.execute import runs_here
 from dnaembed.io.spill import pack_strings, strings_of, unpack_strings
 
 #: Candidate clusters whose consensus one task builds.
@@ -56,7 +57,7 @@ def build_profiles(task: StringGroups) -> StringGroups:
 def build_missing_profiles(profiles: ClusterProfiles, clusters, runner) -> None:
     """Build (on ``runner``) the profiles of ``clusters`` not yet known to ``profiles``;
     left to be built on demand where the runner's tasks would share this process."""
-    if getattr(runner, "shares_interpreter", False):
+    if runs_here(runner):
         return
     missing = profiles.missing(clusters)
     keys, reads = list(missing), list(missing.values())
@@ -118,7 +119,7 @@ def score_in_tasks(seqs, rc_seqs, reads: list[int], clusters: list[list[int]],
     """The best two of each read's clusters (at least two each), in tasks on ``runner``, or
     here where its tasks would share this process: the alignments hold the interpreter
     lock, so threads would not run them side by side."""
-    if getattr(runner, "shares_interpreter", False):
+    if runs_here(runner):
         return _score_here(seqs, rc_seqs, reads, clusters, bounds, profiles)
 
     def tasks():
