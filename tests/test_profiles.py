@@ -114,19 +114,25 @@ def _brute_force_groups(targets, groups, queries, k, max_targets, top, min_votes
     return out_t, out_f
 
 
+def _random_groups(rng, count: int, large: tuple[int, int], queries: int):
+    """Groups of 1-4 short random reads (group ``large[0]`` of ``large[1]``), random queries
+    and reverse-complemented pieces of every ninth read."""
+    sizes = rng.integers(1, 5, count).tolist()
+    sizes[large[0]] = large[1]
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    targets = ["".join(rng.choice(BASES, int(rng.integers(12, 30)))) for _ in groups]
+    found = ["".join(rng.choice(BASES, int(rng.integers(8, 30)))) for _ in range(queries)]
+    found += [reverse_complement(targets[i][2:20]) for i in range(0, len(targets), 9)]
+    return groups, targets, found
+
+
 @pytest.mark.parametrize(("block", "kept_bytes"), [(3, 0), (7, 3_000), (1_000, 1 << 20)])
 def test_grouped_votes_match_a_direct_count(block, kept_bytes, monkeypatch):
     # Short k on short random reads: many shared and common k-mers, many ties. Groups of
     # 1-4 reads and one of 9 straddle blocks of 3 and 7 targets (and one larger than them);
     # the vote passes find the targets' k-mers kept from the first pass, some, or none.
     monkeypatch.setattr(kmers_module, "KEPT_BYTES", kept_bytes)
-    rng = np.random.default_rng(6)
-    sizes = rng.integers(1, 5, 25).tolist()
-    sizes[11] = 9
-    groups = np.repeat(np.arange(len(sizes)), sizes)
-    targets = ["".join(rng.choice(BASES, int(rng.integers(12, 30)))) for _ in groups]
-    queries = ["".join(rng.choice(BASES, int(rng.integers(8, 30)))) for _ in range(40)]
-    queries += [reverse_complement(targets[i][2:20]) for i in range(0, len(targets), 9)]
+    groups, targets, queries = _random_groups(np.random.default_rng(6), 25, (11, 9), 40)
     index = KmerIndex(targets, both=True, k=4, max_targets=6, groups=groups, block=block)
     got = index.candidates(queries, 5)
     want = _brute_force_groups(targets, groups.tolist(), queries, 4, 6, 5)
@@ -187,13 +193,7 @@ def test_the_search_in_tasks_is_the_search_in_one_pass(range_targets, threads, m
     from dnaembed.execute.inline import InlineExecutor
 
     monkeypatch.setattr(kmer_tasks, "RANGE_TARGETS", range_targets)
-    rng = np.random.default_rng(10)
-    sizes = rng.integers(1, 5, 60).tolist()
-    sizes[7] = 12
-    groups = np.repeat(np.arange(len(sizes)), sizes)
-    targets = ["".join(rng.choice(BASES, int(rng.integers(12, 30)))) for _ in groups]
-    queries = ["".join(rng.choice(BASES, int(rng.integers(8, 30)))) for _ in range(50)]
-    queries += [reverse_complement(targets[i][2:20]) for i in range(0, len(targets), 9)]
+    groups, targets, queries = _random_groups(np.random.default_rng(10), 60, (7, 12), 50)
     one_pass = KmerIndex(targets, both=True, k=4, groups=groups)
     want = one_pass.candidates(queries, 5, min_votes=2)
     index = KmerIndex(targets, both=True, k=4, groups=groups)

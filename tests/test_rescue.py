@@ -48,6 +48,19 @@ def _rescue(clusters: list[list[str]], extra: list[str], *, max_size: int = 2,
     return out[0], len(seqs) - len(extra)
 
 
+def _truncated_set(rng, count: int, truncated: int):
+    """Strands of three clean reads, and noisy reads (~18% edits) that kept 60-90 of their
+    strand's 150 bases: strands, clusters, the picked strands, the truncated reads."""
+    strands = _strands(count, rng)
+    clean = Channel(substitution=0.005, insertion=0.003, deletion=0.005)
+    noisy = Channel(substitution=0.07, insertion=0.05, deletion=0.06)
+    clusters = [_noisy([s] * 3, clean, rng) for s in strands]
+    picks = rng.choice(len(strands), truncated, replace=False)
+    cuts = rng.integers(60, 91, len(picks))
+    return strands, clusters, picks, _noisy([strands[p][:c] for p, c in zip(picks, cuts)],
+                                            noisy, rng)
+
+
 def test_a_read_must_beat_its_runner_up_by_the_margin():
     # 10 edits against 10 + MIN_MARGIN - 1 is too close to call; against 10 + MIN_MARGIN
     # (and within 0.85 of it) it is not.
@@ -72,14 +85,7 @@ def test_noisy_truncated_reads_find_their_strand_by_kmers():
     # Reads that kept 60-90 of 150 bases and carry ~18% edits (the real set's worst)
     # share few 12-mers with their strand; the rescue still finds it among 150 strands
     # and puts them nowhere else.
-    rng = np.random.default_rng(7)
-    strands = _strands(150, rng)
-    clean = Channel(substitution=0.005, insertion=0.003, deletion=0.005)
-    noisy = Channel(substitution=0.07, insertion=0.05, deletion=0.06)
-    clusters = [_noisy([s] * 3, clean, rng) for s in strands]
-    picks = rng.choice(len(strands), 60, replace=False)
-    cuts = rng.integers(60, 91, len(picks))
-    extra = _noisy([strands[p][:c] for p, c in zip(picks, cuts)], noisy, rng)
+    strands, clusters, picks, extra = _truncated_set(np.random.default_rng(7), 150, 60)
     labels, n = _rescue(clusters, extra)
     home = labels[np.arange(len(strands)) * 3]
     placed = labels[n:] == home[picks]
@@ -95,13 +101,7 @@ def test_the_rescue_in_small_tasks_on_two_threads_is_the_rescue_here(monkeypatch
     from dnaembed.cluster import kmer_tasks, rescue_tasks
     from dnaembed.execute.inline import InlineExecutor
 
-    rng = np.random.default_rng(7)
-    strands = _strands(80, rng)
-    clean = Channel(substitution=0.005, insertion=0.003, deletion=0.005)
-    noisy = Channel(substitution=0.07, insertion=0.05, deletion=0.06)
-    clusters = [_noisy([s] * 3, clean, rng) for s in strands]
-    picks = rng.choice(len(strands), 40, replace=False)
-    extra = _noisy([strands[p][: int(rng.integers(60, 91))] for p in picks], noisy, rng)
+    strands, clusters, _, extra = _truncated_set(np.random.default_rng(7), 80, 40)
     whole: list = []
     want, n = _rescue(clusters, extra, details=whole)
     for name, size in (("RANGE_TARGETS", 7), ("PROFILES_PER_TASK", 5), ("READS_PER_TASK", 3)):
