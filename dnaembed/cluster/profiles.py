@@ -106,7 +106,8 @@ class ClusterProfiles:
 
     def missing(self, clusters) -> dict[tuple, list[str]]:
         """The oriented reads of each of ``clusters`` whose profile is not yet known, by key
-        (to build elsewhere, :func:`build_profiles`, then :meth:`add`)."""
+        (to build elsewhere, :func:`dnaembed.cluster.rescue_tasks.build_profiles`, which
+        builds consensus profiles, then :meth:`add`)."""
         out: dict[tuple, list[str]] = {}
         for c in clusters:
             key = self.key(c)

@@ -56,8 +56,9 @@ def build_profiles(task: StringGroups) -> StringGroups:
 
 def build_missing_profiles(profiles: ClusterProfiles, clusters, runner) -> None:
     """Build (on ``runner``) the profiles of ``clusters`` not yet known to ``profiles``;
-    left to be built on demand where the runner's tasks would share this process."""
-    if runs_here(runner):
+    left to be built on demand where the runner's tasks would share this process, or
+    where the profiles are the reads themselves (no consensus to build)."""
+    if runs_here(runner) or not profiles.consensus:
         return
     missing = profiles.missing(clusters)
     keys, reads = list(missing), list(missing.values())
