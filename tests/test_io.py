@@ -6,7 +6,12 @@ import pytest
 
 from dnaembed.errors import DnaembedError, InputError
 from dnaembed.io.atomic import atomic_path
-from dnaembed.io.sequences import iter_read_chunks, read_sequences, write_sequences
+from dnaembed.io.sequences import (
+    iter_read_blocks,
+    iter_read_chunks,
+    read_sequences,
+    write_sequences,
+)
 from dnaembed.io.tables import command_header, read_table, write_tsv
 from dnaembed.io.vectors import save_npy
 
@@ -40,6 +45,29 @@ def test_invalid_character_names_file_record_and_id(write):
     msg = str(e.value)
     assert "bad.fa" in msg and "record 2" in msg and "r2" in msg and "'X'" in msg
     assert "position 3" in msg
+
+
+def test_blocks_report_the_first_fault_in_file_order(write):
+    # Records are validated in blocks; a fault deep in a later block, lower case in
+    # another, a character outside ASCII and a truncated record must still be reported
+    # as record by record: the first fault in file order, with its own record number
+    # (dnaio refuses characters outside ASCII itself).
+    good = "".join(f">r{i}\n{'acgt' if i % 3 else 'ACGN'}\n" for i in range(20))
+    reads = list(iter_read_blocks(write("ok.fa", good), 6))
+    assert [len(ids) for ids, _, _ in reads] == [6, 6, 6, 2]
+    assert reads[1][1][:2] == ["ACGN", "ACGT"]
+    bad = good + ">r20\nACéT\n>r21\nAXGT\n"
+    with pytest.raises(InputError, match=r"bad.fa: record 21: .*ASCII"):
+        list(iter_read_blocks(write("bad.fa", bad), 6))
+    empty_id = good.replace(">r13\n", ">  \n") + ">r20\nAXGT\n"
+    with pytest.raises(InputError, match=r"record 14: empty read id"):
+        list(iter_read_blocks(write("id.fa", empty_id), 6))
+    # Record 3's qualities are too short: a fault of the reader, after record 2's own.
+    records = "@a\nAC\n+\nII\n@b\nAX\n+\nII\n@c\nACGT\n+\nII\n"
+    with pytest.raises(InputError, match=r"record 2 \(b\): invalid character 'X'"):
+        list(iter_read_blocks(write("cut.fq", records), 8))
+    with pytest.raises(InputError, match=r"cut2.fq: record 3: "):
+        list(iter_read_blocks(write("cut2.fq", records.replace("AX", "AA")), 8))
 
 
 def test_duplicate_ids_are_an_error(write):

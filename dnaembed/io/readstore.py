@@ -13,13 +13,13 @@ error naming the file, the record and where the id was first seen.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from dnaembed.errors import InputError
-from dnaembed.io.sequences import ReadSet, describe_path, iter_reads
+from dnaembed.io.sequences import ReadSet, describe_path, iter_read_blocks
 from dnaembed.io.spill import PackedStrings, SpillDir
 
 #: Reads per block while streaming (bounds the per-block Python lists).
@@ -108,7 +108,7 @@ def stream_reads(
     has_quals = keep_quals
     for path in paths:
         count = 0
-        for block_ids, block_seqs, block_quals in _blocks(path):
+        for block_ids, block_seqs, block_quals in iter_read_blocks(path, STREAM_CHUNK):
             ids.append(block_ids)
             seqs.append(block_seqs)
             id_hashes.append(np.fromiter(map(hash, block_ids), np.int64, len(block_ids)))
@@ -128,21 +128,6 @@ def stream_reads(
         quals.close()
     _check_unique_ids(store, np.concatenate(id_hashes) if id_hashes else np.zeros(0, np.int64))
     return store
-
-
-def _blocks(path) -> Iterator[tuple[list[str], list[str], list[str | None]]]:
-    ids: list[str] = []
-    seqs: list[str] = []
-    quals: list[str | None] = []
-    for read_id, seq, qual in iter_reads(path):
-        ids.append(read_id)
-        seqs.append(seq)
-        quals.append(qual)
-        if len(ids) == STREAM_CHUNK:
-            yield ids, seqs, quals
-            ids, seqs, quals = [], [], []
-    if ids:
-        yield ids, seqs, quals
 
 
 def _check_unique_ids(store: ReadStore, hashes: np.ndarray) -> None:

@@ -284,8 +284,9 @@ class PackedStrings:
         return len(self.lengths) if self.lengths is not None else sum(map(len, self._lengths))
 
     def append(self, strings: Sequence[str]) -> None:
-        if self.encoding == "ascii":
-            data = "".join(strings).encode("ascii")
+        joined = "".join(strings)
+        data = joined.encode(self.encoding)
+        if len(data) == len(joined):  # one byte per character: the sizes are the lengths
             sizes = map(len, strings)
         else:
             encoded = [s.encode(self.encoding) for s in strings]
