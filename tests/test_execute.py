@@ -91,6 +91,22 @@ def test_workers_reuse_freed_blocks_despite_the_nannys_allocator_setting(local_c
     assert max(faults) < 2 * 512, faults
 
 
+def _sleep_then_clock(task: tuple[int, float]) -> tuple[int, float]:
+    number, seconds = task
+    time.sleep(seconds)
+    return number, time.time()
+
+
+def test_a_slow_first_task_does_not_hold_back_the_others(local_cluster):
+    # Results come back in task order, but the tasks after a slow one run meanwhile:
+    # up to 8 per worker thread wait to be given back, with 2 per thread in flight.
+    tasks = [(0, 3.0)] + [(i, 0.05) for i in range(1, 13)]
+    results = list(local_cluster.map(_sleep_then_clock, tasks, desc="sleeps"))
+    assert [number for number, _ in results] == list(range(13))
+    head_done = results[0][1]
+    assert sum(done < head_done for _, done in results[1:]) >= 10
+
+
 def test_local_cluster_gives_the_one_process_result(sim, small_model, local_cluster):
     model = load_model(small_model).model
     with InlineExecutor(1) as inline:

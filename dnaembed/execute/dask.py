@@ -26,7 +26,6 @@ import contextlib
 import logging
 import pickle
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -39,6 +38,9 @@ from dnaembed.log import progress_bar
 
 #: Tasks in flight per worker thread.
 AHEAD_PER_THREAD = 2
+#: Tasks submitted and not yet given back, per worker thread: finished results wait
+#: for the slower ones before them, up to this many.
+HELD_PER_THREAD = 8
 #: Seconds to wait for a scheduler to answer, and for its first worker.
 CONNECT_TIMEOUT = 10
 
@@ -77,6 +79,43 @@ class AllocatorSettings(WorkerPlugin):
         from dnaembed.io.spill import set_allocator_thresholds
 
         set_allocator_thresholds(32 << 20, 64 << 20)
+
+
+class _Window:
+    """Futures in task order: at most ``ahead`` running, at most ``held`` not yet given
+    back; finished results are read as they finish, and given back in order."""
+
+    def __init__(self, ahead: int, held: int, result: Callable) -> None:
+        from distributed import as_completed
+
+        self.ahead, self.held, self.result = ahead, max(held, ahead), result
+        self.running: dict[Any, int] = {}  # future -> task number
+        self.finished: dict[int, Any] = {}  # task number -> result
+        self.submitted = self.given = 0
+        self.completions = as_completed()
+
+    def submit(self, future) -> None:
+        self.running[future] = self.submitted
+        self.submitted += 1
+        self.completions.add(future)
+
+    def ready(self, *, final: bool) -> Iterator:
+        """The results that can be given back now in order, waiting for finishing tasks
+        while too many run or are held (``final``: until every one is given back)."""
+        while True:
+            while self.given in self.finished:
+                yield self.finished.pop(self.given)
+                self.given += 1
+            waiting = self.submitted - self.given
+            if not self.running or not (final or len(self.running) >= self.ahead
+                                        or waiting >= self.held):
+                return
+            future = next(self.completions)
+            self.finished[self.running.pop(future)] = self.result(future)
+
+    def cancel(self, client) -> None:
+        if self.running:
+            client.cancel(list(self.running))
 
 
 def _call_shared(fn: Callable, name: str, task: Any) -> Any:
@@ -135,35 +174,38 @@ class DaskExecutor:
 
     def map(self, fn: Callable, tasks: Iterable, *, shared: Any = None, desc: str = "tasks",
             unit: str = "task") -> Iterator:
-        """``fn(shared, task)`` (or ``fn(task)``) on the cluster for each task, in task order."""
-        token = uuid.uuid4().hex[:12]
-        label = desc.replace(" ", "-")
+        """``fn(shared, task)`` (or ``fn(task)``) on the cluster for each task, in task order.
+
+        At most :data:`AHEAD_PER_THREAD` tasks per thread are in flight, and at most
+        :data:`HELD_PER_THREAD` submitted and not yet given back. Results are taken as
+        they finish and given back in task order: a long task at the head holds back
+        only the giving, not the next tasks, so the other workers keep working.
+        """
+        label, token = desc.replace(" ", "-"), uuid.uuid4().hex[:12]
         name = self._share(shared) if shared is not None else None
-        pending: deque = deque()
-        ahead = AHEAD_PER_THREAD * self.workers
+        window = _Window(AHEAD_PER_THREAD * self.workers, HELD_PER_THREAD * self.workers,
+                         lambda future: self._result(future, desc))
         # Each task carries its data, by design (see the module notes): no warning per task.
         quiet = dask.config.set({"distributed.admin.large-graph-warning-threshold": "10GB"})
         with quiet, progress_bar(unit=f" {unit}s", desc=desc) as bar:
             try:
                 for i, task in enumerate(tasks):
-                    key = f"{label}-{token}-{i}"
                     self.traffic.sent += payload_bytes(task)
                     self.traffic.tasks += 1
-                    if name is None:
-                        future = self.client.submit(timed_call, fn, task, key=key, pure=False)
-                    else:
-                        future = self.client.submit(_call_shared, fn, name, task, key=key,
-                                                    pure=False)
-                    pending.append(future)
-                    while len(pending) > ahead:
-                        yield self._result(pending.popleft(), desc)
+                    window.submit(self._submit(fn, name, task, f"{label}-{token}-{i}"))
+                    for result in window.ready(final=False):
+                        yield result
                         bar.update(1)
-                while pending:
-                    yield self._result(pending.popleft(), desc)
+                for result in window.ready(final=True):
+                    yield result
                     bar.update(1)
             finally:
-                if pending:
-                    self.client.cancel(list(pending))
+                window.cancel(self.client)
+
+    def _submit(self, fn: Callable, shared_name: str | None, task: Any, key: str):
+        if shared_name is None:
+            return self.client.submit(timed_call, fn, task, key=key, pure=False)
+        return self.client.submit(_call_shared, fn, shared_name, task, key=key, pure=False)
 
     def _result(self, future, kind: str) -> Any:
         result, cpu = future.result()
