@@ -11,7 +11,8 @@ peak resident memory (``VmHWM``), scored against the truth:
   of the sizes interleaved; the ratio between sizes is that of their median runs;
 * the largest size of --budget-sizes in one process under ``--memory`` (--budget);
 * --dask-size on a LocalCluster of 1 worker (1 thread) and of 2 workers (1 thread
-  each): the speed-up of a second worker;
+  each), --dask-repeat times, interleaved: the speed-up of a second worker, as the
+  ratio of their median runs;
 * --identity-size with a ``dask scheduler`` and two ``dask worker`` processes on
   127.0.0.1, compared byte for byte with the one-process output.
 
@@ -216,9 +217,29 @@ def repeated_sizes(sizes: list[int], args, threads: list[str], rows: list[dict]
         for size in sizes:
             runs[size].append(one_run(name, ensure_set(Path(args.workdir), size, args.seed),
                                       args, threads, rows, tag=tag))
-    median = {size: sorted(r, key=lambda row: row.get("seconds", float("inf")))[len(r) // 2]
-              for size, r in runs.items()}
+    median = {size: median_run(r) for size, r in runs.items()}
     return {"small": median[sizes[0]], "large": median[sizes[-1]]} if sizes else {}
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run of median time (the later of the two middle ones for an even count)."""
+    return sorted(runs, key=lambda row: row.get("seconds", float("inf")))[len(runs) // 2]
+
+
+def dask_runs(prefix: Path, args, rows: list[dict]) -> dict[str, dict]:
+    """A LocalCluster of 1 worker, then of 2, ``--dask-repeat`` times, interleaved (the
+    machine's speed drifts); "dask1" and "dask2": each one's median-time run."""
+    runs: dict[int, list[dict]] = {1: [], 2: []}
+    for attempt in range(args.dask_repeat):
+        for workers in (1, 2):
+            name = f"LocalCluster, {workers} worker{'s' if workers > 1 else ''} x 1 thread"
+            tag = f"-dask{workers}"
+            if args.dask_repeat > 1:
+                name, tag = f"{name}, run {attempt + 1}", f"{tag}-run{attempt + 1}"
+            runs[workers].append(one_run(name, prefix, args,
+                                         ["--workers", str(workers), "-t", str(workers)],
+                                         rows, tag=tag))
+    return {f"dask{workers}": median_run(r) for workers, r in runs.items()}
 
 
 def table(rows: list[dict], header: bool = True) -> str:
@@ -386,6 +407,9 @@ def main() -> None:
     p.add_argument("--budget-size", type=int, default=3_000_000)
     p.add_argument("--budget", default="2G")
     p.add_argument("--dask-size", type=int, default=1_000_000)
+    p.add_argument("--dask-repeat", type=int, default=1,
+                   help="runs of each LocalCluster (1 and 2 workers), interleaved; the "
+                        "median run of each counts")
     p.add_argument("--identity-size", type=int, default=100_000)
     p.add_argument("--skip", default="",
                    help="comma-separated: budget, dask, identity, pairs")
@@ -396,8 +420,10 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=2400)
     add_write_docs(p, "Partitioned clustering at scale")
     args = p.parse_args()
-    if args.repeat < 1:
-        p.error(f"--repeat must be at least 1, not {args.repeat}")
+    for option in ("repeat", "dask_repeat"):
+        if getattr(args, option) < 1:
+            p.error(f"--{option.replace('_', '-')} must be at least 1, "
+                    f"not {getattr(args, option)}")
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     skip = set(args.skip.split(","))
@@ -413,12 +439,7 @@ def main() -> None:
                                   ensure_set(workdir, args.budget_size, args.seed), args,
                                   [*threads, "--memory", args.budget], rows, tag="-budget")
     if "dask" not in skip:
-        prefix = ensure_set(workdir, args.dask_size, args.seed)
-        for workers in (1, 2):
-            named[f"dask{workers}"] = one_run(
-                f"LocalCluster, {workers} worker{'s' if workers > 1 else ''} x 1 thread",
-                prefix, args, ["--workers", str(workers), "-t", str(workers)], rows,
-                tag=f"-dask{workers}")
+        named.update(dask_runs(ensure_set(workdir, args.dask_size, args.seed), args, rows))
     if "identity" not in skip:
         named["identity"] = identity_run(args, workdir, rows, threads)
     body = table(rows) + "\n\n" + "\n".join(derived(named, args))

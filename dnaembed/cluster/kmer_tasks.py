@@ -26,7 +26,7 @@ from dnaembed.execute import runs_here
 from dnaembed.io.spill import pack_strings, strings_of, unpack_strings
 
 #: Targets per task (a range of the targets, cut between groups).
-RANGE_TARGETS = 65_536
+RANGE_TARGETS = 32_768
 
 
 @dataclass

@@ -41,6 +41,9 @@ AHEAD_PER_THREAD = 2
 #: Tasks submitted and not yet given back, per worker thread: finished results wait
 #: for the slower ones before them, up to this many.
 HELD_PER_THREAD = 8
+#: The workers of a LocalCluster run no statistical profiler: it samples every thread's
+#: stack 100 times a second, for a dashboard that is not started.
+LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
 #: Seconds to wait for a scheduler to answer, and for its first worker.
 CONNECT_TIMEOUT = 10
 
@@ -144,11 +147,12 @@ class DaskExecutor:
                 raise DnaembedError(f"cannot use the Dask scheduler at {scheduler}: {e}") from None
             self.where = f"the Dask scheduler at {scheduler}"
         else:
-            self.cluster = LocalCluster(
-                n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
-                memory_limit=memory_limit if memory_limit else "auto", host="127.0.0.1",
-                dashboard_address=None, silence_logs=logging.WARNING,
-            )
+            with dask.config.set(LOCAL_WORKER_CONFIG):  # the nannies copy it to their workers
+                self.cluster = LocalCluster(
+                    n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
+                    memory_limit=memory_limit if memory_limit else "auto", host="127.0.0.1",
+                    dashboard_address=None, silence_logs=logging.WARNING,
+                )
             self.client = Client(self.cluster)
             self.where = f"a LocalCluster on 127.0.0.1 ({workers} worker processes)"
         self.client.register_plugin(AllocatorSettings(), name=AllocatorSettings.name)
