@@ -30,6 +30,9 @@ _DECODE_TABLE = np.frombuffer(ALPHABET.encode() + b"N" * 251, dtype=np.uint8)
 # Complement of each code (A<->T, C<->G); N and padding stay.
 COMPLEMENT_CODE = np.array([3, 2, 1, 0, N_CODE, PAD_CODE], dtype=np.uint8)
 _COMPLEMENT_STR = str.maketrans("ACGTNacgtn", "TGCANtgcan")
+#: The complement of each byte of a packed sequence (A, C, G, T and N; others unchanged).
+COMPLEMENT_ASCII = np.arange(256, dtype=np.uint8)
+COMPLEMENT_ASCII[np.frombuffer(b"ACGTN", np.uint8)] = np.frombuffer(b"TGCAN", np.uint8)
 
 
 def encode_flat(seqs: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -82,14 +85,16 @@ def reverse_segments(
 
 
 def reverse_complement_flat(
-    codes: np.ndarray, lengths: np.ndarray, which: np.ndarray | None = None
+    codes: np.ndarray, lengths: np.ndarray, which: np.ndarray | None = None,
+    complement: np.ndarray = COMPLEMENT_CODE,
 ) -> np.ndarray:
-    """Reverse-complement the sequences of a flat array (all, or those where ``which`` is True)."""
+    """Reverse-complement the sequences of a flat array (all, or those where ``which`` is
+    True): base codes, or with ``complement=COMPLEMENT_ASCII`` packed upper-case bases."""
     out = reverse_segments(codes, lengths, which)
     if which is None:
-        return COMPLEMENT_CODE[out]
+        return complement[out]
     flip = which[segment_ids(lengths)]
-    out[flip] = COMPLEMENT_CODE[out[flip]]
+    out[flip] = complement[out[flip]]
     return out
 
 

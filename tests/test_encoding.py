@@ -1,6 +1,7 @@
 import numpy as np
 
 from dnaembed.encoding import (
+    COMPLEMENT_ASCII,
     PAD_CODE,
     decode_flat,
     encode_flat,
@@ -10,6 +11,7 @@ from dnaembed.encoding import (
     reverse_complement_flat,
     to_padded,
 )
+from dnaembed.io.spill import pack_strings, unpack_strings
 
 
 def test_round_trip_and_lower_case():
@@ -26,6 +28,14 @@ def test_reverse_complement_flat_matches_string_version():
     out = decode_flat(reverse_complement_flat(codes, lengths, which), lengths)
     assert out == [reverse_complement("AACGTN"), "G", reverse_complement("TTGCA")]
     assert reverse_complement("AACGTN") == "NACGTT"
+
+
+def test_reverse_complement_flat_of_packed_bases():
+    seqs = ["AACGTN", "", "G", "TTGCA", "CCA"]
+    data, lengths = pack_strings(seqs)
+    which = np.array([True, True, False, True, False])
+    out = unpack_strings(reverse_complement_flat(data, lengths, which, COMPLEMENT_ASCII), lengths)
+    assert out == ["NACGTT", "", "G", "TGCAA", "CCA"]
 
 
 def test_kmer_codes_reverse_complement_as_the_reversed_reads_do():

@@ -1,4 +1,7 @@
+import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,7 +19,12 @@ from dnaembed.model.encoder import (
     run_blocks,
     squared_distance,
 )
-from dnaembed.model.inference import EmbedStats, embed_codes, embed_sequences
+from dnaembed.model.inference import (
+    EmbedStats,
+    cpu_isa_capped,
+    embed_codes,
+    embed_sequences,
+)
 
 
 @pytest.fixture
@@ -245,3 +253,20 @@ def test_complement_view_averages_the_two_estimates(ends):
 def test_bad_views_are_refused(views, dim):
     with pytest.raises(DnaembedError, match="views"):
         EncoderConfig(window=64, channels=[8, 8, 8], embedding_dim=dim, ends=2, views=views)
+
+
+def test_a_capped_instruction_set_has_no_native_bfloat16():
+    # Emulating an AVX2 laptop on a CPU with AVX512-BF16 must not pick bfloat16: the
+    # capped kernels emulate it, ten times slower than float32.
+    assert cpu_isa_capped("AVX2", "AVX512")
+    assert cpu_isa_capped(None, "AVX2")
+    assert cpu_isa_capped("avx512_core", "AVX512")
+    assert not cpu_isa_capped(None, "AVX512")
+    assert not cpu_isa_capped("AVX512_CORE_BF16", "AVX512")
+    assert not cpu_isa_capped("avx512_core_amx", "AVX512")
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2", ATEN_CPU_CAPABILITY="avx2")
+    code = ("import torch; from dnaembed.model.inference import resolve_precision; "
+            "print(resolve_precision('auto', torch.device('cpu')))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "float32"

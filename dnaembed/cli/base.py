@@ -184,7 +184,8 @@ def inference_options(func):
         type=PRECISION_CHOICE,
         default="auto",
         show_default=True,
-        help="Inference arithmetic (auto: bfloat16 where the hardware has it).",
+        help="Inference arithmetic (auto: bfloat16 where the hardware has it and the "
+        "instruction set is not capped below it).",
     )(func)
     func = click.option(
         "--batch-size",

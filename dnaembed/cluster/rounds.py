@@ -24,8 +24,8 @@ from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_cells
 from dnaembed.cluster.partition_tasks import QueryTask, query_partition
 from dnaembed.cluster.threshold import Threshold
-from dnaembed.encoding import reverse_complement
-from dnaembed.io.spill import pack_strings, trim_memory, unpack_strings
+from dnaembed.encoding import COMPLEMENT_ASCII, reverse_complement_flat
+from dnaembed.io.spill import trim_memory
 from dnaembed.log import logger
 
 
@@ -246,9 +246,7 @@ def _oriented(run, units: np.ndarray, reverse: np.ndarray) -> tuple[np.ndarray, 
     data, lengths = run.units.seqs.packed(units)
     if not reverse.any():
         return data, lengths
-    seqs = unpack_strings(data, lengths)
-    return pack_strings([reverse_complement(s) if r else s
-                         for s, r in zip(seqs, reverse.tolist())])
+    return reverse_complement_flat(data, lengths, reverse, COMPLEMENT_ASCII), lengths
 
 
 def distinct_pairs(lo: np.ndarray, hi: np.ndarray, parity: np.ndarray, dist: np.ndarray, *,
