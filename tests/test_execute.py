@@ -91,6 +91,17 @@ def test_workers_reuse_freed_blocks_despite_the_nannys_allocator_setting(local_c
     assert max(faults) < 2 * 512, faults
 
 
+def _profiler_enabled() -> bool:
+    import dask
+
+    return bool(dask.config.get("distributed.worker.profile.enabled"))
+
+
+def test_local_workers_run_no_profiler(local_cluster):
+    # Dask's profiler samples every thread 100 times a second, for no dashboard here.
+    assert set(local_cluster.client.run(_profiler_enabled).values()) == {False}
+
+
 def _sleep_then_clock(task: tuple[int, float]) -> tuple[int, float]:
     number, seconds = task
     time.sleep(seconds)
