@@ -149,9 +149,11 @@ def _validated_block(name: str, before: int, block: list, allow_empty: bool
         ids = [record.name.split(None, 1)[0] for record in block]
     except IndexError:  # an empty name: found and reported below
         ids = None
-    if _other_than_bases(seqs):
+    other = _other_than_bases(seqs)
+    if other:
         seqs = [seq.upper() for seq in seqs]  # lower case is allowed: is anything else there?
-    faulty = ids is None or (not allow_empty and not all(seqs)) or _other_than_bases(seqs)
+        other = _other_than_bases(seqs)
+    faulty = ids is None or (not allow_empty and not all(seqs)) or other
     if faulty:
         for number, (record, seq) in enumerate(zip(block, seqs), start=before + 1):
             _check_record(name, number, record.name, seq, allow_empty)
