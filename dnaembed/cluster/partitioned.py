@@ -86,7 +86,8 @@ class PartitionPlan:
     chunk_size: int = 16_384
     partition_size: int = 4_096
     #: Round 1's and later rounds' margins, in units of the sample's spread.
-    #: Representatives per cell in rounds 2.. (None: ``partition_size``).
+    #: Representatives per cell in round 2 (None: ``partition_size``); rounds 3.. hold
+    #: :data:`~dnaembed.cluster.rounds.LATER_CELL_FACTOR` times as many.
     rep_partition_size: int | None = None
     margin: float = 0.5
     rep_margin: float = 1.5

@@ -226,8 +226,9 @@ class RepresentativeRounds:
 #: Rounds 3.. hold this many times round 2's representatives per cell. Why: they search
 #: for few pieces (~15% of the clusters) among every representative, and larger cells
 #: cut fewer strands (a representative's copies are capped at ``rep_max_cells``). Their
-#: time halved although the distances computed double, so it went to what each cell
-#: costs, not to the search; which part was not profiled. At 3 x 10^6 reads
+#: time halved although they compute about twice the distances (8,192 members per cell,
+#: each in 7.2 cells, against 4,096 in 7.6), so it went to what each cell costs, not
+#: to the search; which part was not profiled. At 3 x 10^6 reads
 #: (docs/scaling.md) rounds 3..6 took 34 s
 #: instead of 68 s and the run 382.5 s instead of 401.6 s, A_0.9 1.0000 against 0.9999.
 #: Round 2 keeps its cells: it searches for every representative, and doubling its
