@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dnaembed.arrays import gather_rows
+
 BASES = "ACGT"
 ALPHABET = "ACGTN"
 N_CODE = 4
@@ -74,14 +76,23 @@ def reverse_complement(seq: str) -> str:
 def reverse_segments(
     values: np.ndarray, lengths: np.ndarray, which: np.ndarray | None = None
 ) -> np.ndarray:
-    """Reverse each segment of a flat array (all, or those where ``which`` is True)."""
-    seg = segment_ids(lengths)
-    starts = offsets(lengths)
-    pos = np.arange(len(values), dtype=np.int64)
-    mirrored = starts[seg] + (lengths[seg] - 1) - (pos - starts[seg])
-    if which is not None:
-        mirrored = np.where(which[seg], mirrored, pos)
-    return values[mirrored]
+    """Reverse each segment of a flat uint8 array (all, or those where ``which`` is True).
+
+    A segment reversed is a slice of the whole array reversed (from the mirror of its
+    end), so the segments are gathered as rows of equal width (:func:`gather_rows`), not
+    mirrored byte by byte through int64 positions: the rounds of partitioned clustering
+    reverse ~10^6 reads per 3 x 10^6, and that took 10 s.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    flip = np.ones(len(lengths), dtype=bool) if which is None else np.asarray(which, bool)
+    ends = np.cumsum(lengths)
+    backwards = np.ascontiguousarray(values[::-1])
+    reversed_ = gather_rows(backwards, len(values) - ends[flip], lengths[flip])
+    if which is None:
+        return reversed_
+    out = values.copy()
+    out[np.repeat(flip, lengths)] = reversed_
+    return out
 
 
 def reverse_complement_flat(
@@ -93,7 +104,7 @@ def reverse_complement_flat(
     out = reverse_segments(codes, lengths, which)
     if which is None:
         return complement[out]
-    flip = which[segment_ids(lengths)]
+    flip = np.repeat(np.asarray(which, bool), lengths)
     out[flip] = complement[out[flip]]
     return out
 
