@@ -30,6 +30,24 @@ def test_reverse_complement_flat_matches_string_version():
     assert reverse_complement("AACGTN") == "NACGTT"
 
 
+def test_reverse_complement_flat_of_reads_of_any_lengths_matches_one_by_one():
+    # Reads of similar lengths (gathered as rows of one width), empty ones, and one far
+    # longer than the rest (gathered one by one); all of them or some flipped.
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        n = int(rng.integers(0, 40))
+        lengths = rng.integers(140, 151, n) if trial % 2 else rng.integers(0, 9, n)
+        if trial % 5 == 0 and n:
+            lengths[int(rng.integers(0, n))] = 3_000
+        seqs = ["".join(rng.choice(list("ACGTN"), int(m))) for m in lengths]
+        data, lengths = pack_strings(seqs)
+        for which in (None, rng.random(n) < 0.5):
+            flip = np.ones(n, bool) if which is None else which
+            want = [reverse_complement(s) if f else s for s, f in zip(seqs, flip)]
+            out = reverse_complement_flat(data, lengths, which, COMPLEMENT_ASCII)
+            assert unpack_strings(out, lengths) == want, trial
+
+
 def test_reverse_complement_flat_of_packed_bases():
     seqs = ["AACGTN", "", "G", "TTGCA", "CCA"]
     data, lengths = pack_strings(seqs)
