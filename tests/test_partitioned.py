@@ -76,6 +76,20 @@ def test_every_pair_within_the_margin_shares_a_partition():
     assert np.array_equal(again.centroids, part.centroids)
 
 
+def test_a_chunk_embedded_without_its_cells_has_the_same_vectors(small_model):
+    from dnaembed.cluster.partition_tasks import EmbedTask, embed_chunk
+    from dnaembed.io.spill import pack_strings
+
+    model = load_model(small_model).model
+    data, lengths = pack_strings(random_seqs(np.random.default_rng(3), 300, 60))
+    sample = embed_chunk(model, EmbedTask(data, lengths)).vectors
+    part = fit_partitioner(sample, cells=4, search_dim=8, margin=0.5, max_cells=2, seed=0)
+    with_cells = embed_chunk(model, EmbedTask(data, lengths, True, part))
+    without = embed_chunk(model, EmbedTask(data, lengths, True, part, cells=False))
+    assert without.cells is None and with_cells.cells.shape == (300, 2)
+    assert np.array_equal(with_cells.vectors, without.vectors)
+
+
 def test_hashed_dedupe_gives_the_exact_grouping_even_when_hashes_collide():
     rng = np.random.default_rng(2)
     base = random_seqs(rng, 60, 30)

@@ -249,10 +249,11 @@ class _Run:
     def close(self) -> None:
         self.vectors.close()
 
-    def embed(self, units: np.ndarray, *, reverse: bool, desc: str, full: bool = False
-              ) -> Iterator:
+    def embed(self, units: np.ndarray, *, reverse: bool, desc: str, full: bool = False,
+              cells: bool = True) -> Iterator:
         """Embed units in fixed chunks (which depend on ``units`` only); ``full``: the model's
-        vectors, else projected into the search space with their cells."""
+        vectors, else projected into the search space, with their cells unless ``cells``
+        is False."""
         size = self.chunk_size
         partitioner = None if full else self.partitioner
 
@@ -260,7 +261,7 @@ class _Run:
             for start in range(0, len(units), size):
                 data, lengths = self.units.seqs.packed(units[start : start + size])
                 yield EmbedTask(data, lengths, reverse, partitioner, self.precision,
-                                self.batch_size)
+                                self.batch_size, cells)
 
         yield from self.runner.map(embed_chunk, tasks(), shared=self.model, desc=desc,
                                    unit="chunk")

@@ -130,7 +130,8 @@ class RepresentativeRounds:
     def _embed_reverse(self, rows: np.ndarray) -> None:
         """Reverse complements of these units, in the search space (kept for later rounds)."""
         blocks = [self._rc_vectors]
-        for result in self.run.embed(rows, reverse=True, desc="embedding reverse complements"):
+        for result in self.run.embed(rows, reverse=True, desc="embedding reverse complements",
+                                     cells=False):
             blocks.append(result.vectors)
             self.run.stage.count("cpu_embed", result.cpu_seconds)
         self._rc_rows, self._rc_vectors = rows, np.concatenate(blocks)
