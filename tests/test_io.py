@@ -214,3 +214,23 @@ def test_tables_and_json_compressed_by_name(tmp_path):
     plain = tmp_path / "p.gz"  # compression is read from the content, not the name
     plain.write_text("a\tb\n")
     assert read_table(plain) == [["a", "b"]]
+
+
+@pytest.mark.parametrize("width", [150, 3_000])  # masks looked up by length, and computed
+def test_gathered_rows_are_the_slices_joined(width):
+    # Rows of mixed lengths (empty ones too), in any order and repeated, some ending at the
+    # buffer's last byte (shifted back into a full-width window), some of the widest length.
+    from dnaembed.arrays import gather_rows
+
+    rng = np.random.default_rng(width)
+    buffer = rng.integers(0, 256, 5 * width, dtype=np.uint8)
+    for _ in range(40):
+        n = int(rng.integers(1, 30))
+        lengths = rng.integers(width // 2, width + 1, n)
+        lengths[rng.random(n) < 0.1] = 0
+        lengths[int(rng.integers(0, n))] = width
+        starts = rng.integers(0, len(buffer) - lengths + 1)
+        ends_last = rng.random(n) < 0.2
+        starts[ends_last] = len(buffer) - lengths[ends_last]
+        want = b"".join(buffer[s : s + m].tobytes() for s, m in zip(starts, lengths))
+        assert gather_rows(buffer, starts, lengths).tobytes() == want
