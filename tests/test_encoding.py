@@ -65,6 +65,25 @@ def test_kmer_codes_reverse_complement_as_the_reversed_reads_do():
         assert sorted(reverse_complement_codes(forward, k).tolist()) == sorted(reverse.tolist())
 
 
+def test_kmer_codes_are_each_window_without_n_as_base_4_digits():
+    # k-mers of 1 to 20 bases (int32 codes and int64 ones), reads shorter than k, empty
+    # reads and N's; against each window's digits read one by one.
+    rng = np.random.default_rng(1)
+    seqs = ["".join(rng.choice(list("ACGTN"), int(m), p=[0.24] * 4 + [0.04]))
+            for m in rng.integers(0, 60, 40)]
+    for k in range(1, 21):
+        want_codes, want_seq = [], []
+        for i, s in enumerate(seqs):
+            for start in range(len(s) - k + 1):
+                window = s[start : start + k]
+                if "N" not in window:
+                    want_codes.append(int(window.translate(str.maketrans("ACGT", "0123")), 4))
+                    want_seq.append(i)
+        codes, seq_of = kmer_codes(seqs, k)
+        assert codes.dtype == seq_of.dtype == np.int64
+        assert codes.tolist() == want_codes and seq_of.tolist() == want_seq, k
+
+
 def test_padding_and_window_cut():
     codes, lengths = encode_flat(["ACGT", "AAAAAAA"])
     m = to_padded(codes, lengths, 5)
