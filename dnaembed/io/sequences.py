@@ -31,6 +31,24 @@ from dnaembed.errors import InputError
 from dnaembed.io.atomic import atomic_path
 
 _INVALID_BASE = re.compile(r"[^ACGTN]")
+
+
+def decompression_errors() -> tuple[type[BaseException], ...]:
+    """What reading a corrupt compressed input raises, beside ``OSError`` and ``EOFError``:
+    the codecs' own errors (zlib's, lzma's, and isal's, which xopen reads gzip with)."""
+    import lzma
+    import zlib
+
+    errors: list[type[BaseException]] = [zlib.error, lzma.LZMAError]
+    with contextlib.suppress(ImportError):
+        from isal import isal_zlib
+
+        errors.append(isal_zlib.error)
+    return tuple(errors)
+
+
+#: Errors of reading an input (a damaged file), reported as such, not as internal ones.
+READ_ERRORS = (OSError, EOFError, UnicodeDecodeError, *decompression_errors())
 #: Records validated together by :func:`iter_reads`.
 READ_BLOCK = 8_192
 
@@ -69,13 +87,15 @@ def _open_records(path: str | os.PathLike) -> Iterator[dnaio.SingleEndReader]:
         if not os.access(p, os.R_OK):
             raise InputError(f"{name}: permission denied")
     try:
-        reader = dnaio.open(_stdin() if str(path) == "-" else str(path))
+        # One thread decompresses while this one parses (a gzipped FASTQ of 10^6 reads:
+        # 0.51 s against 0.79 s to go through its records).
+        reader = dnaio.open(_stdin() if str(path) == "-" else str(path), open_threads=1)
     except dnaio.UnknownFileFormat:
         raise InputError(f"{name}: not a FASTA or FASTQ file") from None
     except dnaio.FileFormatError as e:
         # dnaio parses the first record when opening.
         raise InputError(f"{name}: record 1: {_format_error(e)}") from None
-    except (OSError, EOFError) as e:
+    except READ_ERRORS as e:
         raise InputError(f"{name}: cannot read: {e}") from None
     with reader:
         yield reader
@@ -85,7 +105,7 @@ def _stdin() -> IO[bytes]:
     # dnaio detects gzip from the content of a named file only; xopen does it for a pipe.
     from xopen import xopen
 
-    return xopen(sys.stdin.buffer, "rb", threads=0)
+    return xopen(sys.stdin.buffer, "rb", threads=1)
 
 
 def _format_error(e: Exception) -> str:
@@ -137,7 +157,7 @@ def _next_block(records, size: int) -> tuple[list, str | None]:
             block.append(record)
     except dnaio.FileFormatError as e:
         return block, _format_error(e)
-    except (OSError, EOFError, UnicodeDecodeError) as e:
+    except READ_ERRORS as e:
         return block, f"cannot read: {e}"
     return block, None
 

@@ -32,7 +32,7 @@ from typing import IO
 from dnaembed import __version__
 from dnaembed.errors import InputError
 from dnaembed.io.atomic import open_output
-from dnaembed.io.sequences import describe_path
+from dnaembed.io.sequences import READ_ERRORS, describe_path
 from dnaembed.log import logger
 
 
@@ -71,7 +71,7 @@ def read_lines(path: str | os.PathLike) -> list[str]:
             source = io.BytesIO(Path(path).read_bytes())
         with xopen(source, "rb", threads=0) as raw:
             return raw.read().decode("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError, EOFError) as e:
+    except READ_ERRORS as e:
         raise InputError(f"{name}: cannot read: {e}") from None
 
 
