@@ -218,21 +218,24 @@ def test_a_failed_demo_leaves_no_directory(tmp_path):
     assert not (tmp_path / "demo").exists()
 
 
-@pytest.mark.parametrize("damage", ["corrupt", "truncated"])
-def test_a_damaged_gzip_input_is_a_clean_error_naming_it(tmp_path, damage):
-    # A corrupt deflate stream raises the codec's own error (isal's or zlib's), not an
-    # OSError; both it and a file cut short are bad input, named, with nothing written.
+@pytest.mark.parametrize("codec, damage", [("gz", "corrupt"), ("gz", "truncated"),
+                                           ("xz", "corrupt")])
+def test_a_damaged_compressed_input_is_a_clean_error_naming_it(tmp_path, codec, damage):
+    # A corrupt stream raises the codec's own error (isal's, zlib's, lzma's), not an
+    # OSError; it and a file cut short are bad input, named, with nothing written.
+    import lzma
+
     records = b"".join(b"@r%d\nACGTACGTAC\n+\nIIIIIIIIII\n" % i for i in range(20_000))
-    data = gzip.compress(records, mtime=0)
+    data = gzip.compress(records, mtime=0) if codec == "gz" else lzma.compress(records)
     damaged = (data[:100] + b"garbage" * 10 + data[170:] if damage == "corrupt"
                else data[: len(data) // 2])
-    reads = tmp_path / "r.fastq.gz"
+    reads = tmp_path / f"r.fastq.{codec}"
     reads.write_bytes(damaged)
     out = tmp_path / "c.tsv"
     proc = run_cli("cluster", str(reads), "-o", str(out), "-q")
-    err = assert_clean_error(proc, "r.fastq.gz", "cannot read")
+    err = assert_clean_error(proc, reads.name, "cannot read")
     assert len(err.strip().splitlines()) == 1 and "internal error" not in err
     assert not out.exists()
     piped = run_cli("cluster", "-", "-o", str(out), "-q", stdin=damaged)
     assert_clean_error(piped, "<stdin>", "cannot read")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.fastq.gz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [reads.name]
