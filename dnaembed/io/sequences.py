@@ -49,6 +49,7 @@ def decompression_errors() -> tuple[type[BaseException], ...]:
 
 #: Errors of reading an input (a damaged file), reported as such, not as internal ones.
 READ_ERRORS = (OSError, EOFError, UnicodeDecodeError, *decompression_errors())
+
 #: Records validated together by :func:`iter_reads`.
 READ_BLOCK = 8_192
 
