@@ -67,8 +67,9 @@ def gather_rows(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     return block[_leading(width, lengths)]
 
 
-#: Widest rows whose masks :func:`_prefix_masks` keeps ((width + 1) x width bytes).
-PREFIX_MASKS_WIDTH = 2_048
+#: Widest rows whose masks :func:`_prefix_masks` keeps ((width + 1) x width bytes, 16
+#: widths at most: 4 MB at this width).
+PREFIX_MASKS_WIDTH = 512
 
 
 def _leading(width: int, lengths: np.ndarray) -> np.ndarray:
