@@ -239,3 +239,21 @@ def test_a_damaged_compressed_input_is_a_clean_error_naming_it(tmp_path, codec, 
     piped = run_cli("cluster", "-", "-o", str(out), "-q", stdin=damaged)
     assert_clean_error(piped, "<stdin>", "cannot read")
     assert sorted(p.name for p in tmp_path.iterdir()) == [reads.name]
+
+
+def test_a_named_pipe_is_read_whole(sim, tmp_path):
+    # A pipe (what `<(zcat reads.fastq.gz)` gives) is read once, from its first byte:
+    # nothing may look at its head before the reader does.
+    import threading
+
+    reads = sim / "s.fastq.gz"
+    pipe = tmp_path / "reads.pipe"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=lambda: pipe.write_bytes(reads.read_bytes()),
+                              daemon=True)  # a reader that stops early leaves it blocked
+    writer.start()
+    piped = run_cli("cluster", str(pipe), "-q", check=True, timeout=120)
+    named = run_cli("cluster", str(reads), "-q", check=True)
+    body = [line for line in piped.stdout.splitlines() if not line.startswith(b"#")]
+    assert len(body) == 75
+    assert body == [line for line in named.stdout.splitlines() if not line.startswith(b"#")]
