@@ -63,9 +63,9 @@ def offsets(lengths: np.ndarray) -> np.ndarray:
     return starts
 
 
-def segment_ids(lengths: np.ndarray) -> np.ndarray:
+def segment_ids(lengths: np.ndarray, dtype=np.int64) -> np.ndarray:
     """For each element of a flat array, the index of the sequence it belongs to."""
-    return np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    return np.repeat(np.arange(len(lengths), dtype=dtype), lengths)
 
 
 def reverse_complement(seq: str) -> str:
@@ -166,7 +166,7 @@ def kmer_codes(seqs: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
     value = _kmer_values(codes, k, n_pos)
     # Valid where the k-mer lies inside one sequence and holds no N.
     n_count = np.concatenate([[0], np.cumsum(codes == N_CODE, dtype=np.int32)])
-    seg = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+    seg = segment_ids(lengths, np.int32)
     ok = (seg[:n_pos] == seg[k - 1 :]) & (n_count[k:] == n_count[:n_pos])
     return value[ok].astype(np.int64), seg[:n_pos][ok].astype(np.int64)
 
