@@ -102,6 +102,22 @@ def test_local_workers_run_no_profiler(local_cluster):
     assert set(local_cluster.client.run(_profiler_enabled).values()) == {False}
 
 
+def _system_monitor(dask_worker) -> tuple[float, bool]:
+    return (dask_worker.periodic_callbacks["monitor"].callback_time,
+            dask_worker.monitor.monitor_disk_io)
+
+
+def test_the_local_cluster_samples_the_machine_every_5_s_without_its_disks(local_cluster):
+    # Dask's default is every 0.5 s with the disks, in the scheduler, each nanny (in this
+    # process) and each worker: samples that feed only a dashboard, which is not started.
+    cluster = local_cluster.cluster
+    servers = [cluster.scheduler, *cluster.workers.values()]
+    here = {(s.periodic_callbacks["monitor"].callback_time, s.monitor.monitor_disk_io)
+            for s in servers}
+    workers = set(local_cluster.client.run(_system_monitor).values())
+    assert here | workers == {(5000, False)}
+
+
 def _sleep_then_clock(task: tuple[int, float]) -> tuple[int, float]:
     number, seconds = task
     time.sleep(seconds)
