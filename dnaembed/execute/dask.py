@@ -45,9 +45,9 @@ HELD_PER_THREAD = 8
 #: stack 100 times a second, for a dashboard that is not started. Its scheduler, nannies
 #: and workers sample the machine's state (CPU, memory, network, disks) every 5 s, not
 #: every 0.5 s, and not its disks: these samples feed the dashboard only (a worker's
-#: memory limit reads the process's memory itself), and at 0.5 s they took ~2 s of
-#: CPU in a run of two workers at 10^6 reads, half of it in the client's process,
-#: where a LocalCluster's scheduler and nannies live.
+#: memory limit reads the process's memory itself). At 0.5 s they took ~1 s of CPU a
+#: minute (an idle cluster of two workers), most of it in the client's process, where a
+#: LocalCluster's scheduler and nannies live, and which shares the cores with the tasks.
 LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False,
                        "distributed.admin.system-monitor.interval": "5s",
                        "distributed.admin.system-monitor.disk": False}
