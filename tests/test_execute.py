@@ -118,6 +118,35 @@ def test_the_local_cluster_samples_the_machine_every_5_s_without_its_disks(local
     assert here | workers == {(5000, False)}
 
 
+def _blas_threads(_: int = 0) -> int:
+    """Threads of this process's pthreads BLAS (numpy's OpenBLAS: one pool for every thread;
+    an OpenMP one, as faiss's, takes each thread's own OpenMP setting)."""
+    from threadpoolctl import threadpool_info
+
+    return max(i["num_threads"] for i in threadpool_info()
+               if i["user_api"] == "blas" and i.get("threading_layer") == "pthreads")
+
+
+def _blas_threads_of_a_task(_: int) -> int:
+    from dnaembed.log import set_threads
+
+    set_threads(1)  # as every task does
+    return _blas_threads()
+
+
+def test_tasks_on_threads_multiply_on_one_blas_thread_each():
+    # The main thread sets the BLAS threads first (as the CLI does), and threadpoolctl
+    # then ignores the task threads' own setting for numpy's OpenBLAS: the executor
+    # sets it on this thread, and restores it when it closes.
+    from dnaembed.log import set_threads
+
+    set_threads(2)
+    with InlineExecutor(2) as runner:
+        seen = list(runner.map(_blas_threads_of_a_task, range(6)))
+    assert seen == [1] * 6
+    assert _blas_threads() == 2
+
+
 def _sleep_then_clock(task: tuple[int, float]) -> tuple[int, float]:
     number, seconds = task
     time.sleep(seconds)

@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from dnaembed.execute.traffic import Traffic, payload_bytes, timed_call
-from dnaembed.log import available_cores, progress_bar
+from dnaembed.log import available_cores, blas_on_one_thread, progress_bar
 
 #: Tasks submitted ahead of the oldest unfinished one, per thread.
 AHEAD_PER_THREAD = 2
@@ -35,6 +35,8 @@ class InlineExecutor:
         self.tasks_per_process = self.workers
         self.traffic = Traffic()
         self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
+        # Tasks side by side multiply on one thread each; only this thread can say so.
+        self._restore_blas = blas_on_one_thread() if self._pool is not None else None
 
     def describe(self) -> str:
         return f"this process, {self.workers} thread{'s' if self.workers > 1 else ''}"
@@ -84,6 +86,9 @@ class InlineExecutor:
         logger.debug("%s: %s", self.describe(), self.traffic.describe())
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._restore_blas is not None:
+            self._restore_blas()
+            self._restore_blas = None
 
     def __enter__(self) -> InlineExecutor:
         return self
