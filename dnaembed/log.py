@@ -225,7 +225,9 @@ def _set_blas_threads(threads: int) -> None:
     reads to cells, the PCA projection) otherwise wakes a BLAS thread per core, and two
     such tasks side by side took 1.4x as long as with one BLAS thread each
     (scripts/bench_assign.py). Dask's nanny sets the same for its workers
-    (``OPENBLAS_NUM_THREADS=1``)."""
+    (``OPENBLAS_NUM_THREADS=1``). From a task thread it takes effect only where no
+    other live thread set numpy's BLAS first (threadpoolctl 3.8); where one did, that
+    thread calls :func:`blas_on_one_thread`, as the in-process executor does."""
     if _blas_threads and _blas_threads[0] == threads:
         return  # asking the libraries costs a millisecond or so: not once per task
     from threadpoolctl import threadpool_limits
