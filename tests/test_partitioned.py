@@ -300,6 +300,21 @@ def test_cluster_takes_several_files_as_one_run(sim, small_model, tmp_path):
                        "--workers applies to --method graph", code=2)
 
 
+def test_a_missing_lane_fails_before_a_scheduler_is_asked(sim, tmp_path):
+    """Every input is checked first: a wrong path is named at once, not after a model load
+    and a Dask cluster started or joined (nothing listens at this scheduler's port)."""
+    lane1, missing = str(sim.parent / "lane1.fastq.gz"), str(tmp_path / "lane9.fastq.gz")
+    for command in (["cluster", "-o", str(tmp_path / "c.tsv")], ["run", "-o", str(tmp_path / "r")]):
+        err = assert_clean_error(run_cli(*command, lane1, missing, "--scheduler",
+                                         "tcp://127.0.0.1:9"), "lane9.fastq.gz: no such file")
+        assert "scheduler" not in err
+    # A --tmpdir that is not there is a usage error, found before any work.
+    assert_clean_error(run_cli("cluster", lane1, "-o", str(tmp_path / "c.tsv"), "--tmpdir",
+                               str(tmp_path / "nowhere"), "--scheduler", "tcp://127.0.0.1:9"),
+                       "nowhere", "does not exist", code=2)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_kmeans_reads_several_files_too(sim, small_model, tmp_path):
     d = sim.parent
     out = tmp_path / "k.tsv"

@@ -46,7 +46,7 @@ class ByteSize(click.ParamType):
 def execution_options(func):
     """--workers, --scheduler, --memory, --tmpdir."""
     func = click.option(
-        "--tmpdir", type=click.Path(file_okay=False),
+        "--tmpdir", type=click.Path(exists=True, file_okay=False),
         help="Where data that does not fit in --memory goes (default: the system's temporary "
         "directory); removed at the end.",
     )(func)

@@ -73,6 +73,15 @@ def _named(reads: Sequence[str]) -> str | list[str]:
     return reads[0] if len(reads) == 1 else list(reads)
 
 
+def check_inputs(reads: Sequence[str]) -> None:
+    """Every input file exists and is readable: a wrong path fails before the model is
+    loaded or a Dask cluster is started or joined, not after."""
+    from dnaembed.io.sequences import check_readable
+
+    for path in reads:
+        check_readable(path)
+
+
 def input_names(reads: Sequence[str]) -> dict[str, str]:
     """The inputs never to be overwritten, by the name messages give them."""
     from dnaembed.io.atomic import named_inputs
@@ -93,6 +102,7 @@ def cluster_job(reads: Sequence[str], *, outputs: Mapping[str, str | None],
     from dnaembed.log import set_threads
     from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
 
+    check_inputs(reads)
     timings = Timings()
     with open_outputs(outputs, input_names(reads), plot_dir) as out:
         workers = set_threads(threads)
@@ -248,6 +258,7 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
     from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
     from dnaembed.pipeline import strands_from_files
 
+    check_inputs(reads)
     files = {name: str(Path(out_dir) / name) for name in RUN_FILES}
     timings = Timings()
     inputs = {**input_names(reads), "--truth": truth, "--refs": refs}

@@ -76,17 +76,24 @@ def describe_path(path: str | os.PathLike) -> str:
     return "<stdin>" if str(path) == "-" else str(path)
 
 
+def check_readable(path: str | os.PathLike) -> None:
+    """An :class:`InputError` unless ``path`` is a file this process may read ('-', standard
+    input, always passes): for commands that check every input before long work starts."""
+    if str(path) == "-":
+        return
+    name, p = describe_path(path), Path(path)
+    if not p.exists():
+        raise InputError(f"{name}: no such file")
+    if p.is_dir():
+        raise InputError(f"{name}: is a directory, expected a FASTA or FASTQ file")
+    if not os.access(p, os.R_OK):
+        raise InputError(f"{name}: permission denied")
+
+
 @contextlib.contextmanager
 def _open_records(path: str | os.PathLike) -> Iterator[dnaio.SingleEndReader]:
     name = describe_path(path)
-    if str(path) != "-":
-        p = Path(path)
-        if not p.exists():
-            raise InputError(f"{name}: no such file")
-        if p.is_dir():
-            raise InputError(f"{name}: is a directory, expected a FASTA or FASTQ file")
-        if not os.access(p, os.R_OK):
-            raise InputError(f"{name}: permission denied")
+    check_readable(path)
     try:
         source = _stdin() if str(path) == "-" else str(path)
         reader = dnaio.open(source, open_threads=_decompression_threads(source))
