@@ -230,7 +230,7 @@ class RepresentativeRounds:
 #: time halved although they compute about twice the distances (8,192 members per cell,
 #: each in 7.2 cells, against 4,096 in 7.6), so it went to what each cell costs, not
 #: to the search; which part was not profiled. At 3 x 10^6 reads
-#: (docs/scaling.md) rounds 3..6 took 34 s
+#: (docs/scaling-history.md) rounds 3..6 took 34 s
 #: instead of 68 s and the run 382.5 s instead of 401.6 s, A_0.9 1.0000 against 0.9999.
 #: Round 2 keeps its cells: it searches for every representative, and doubling its
 #: cells' size cost it 43 s there.
