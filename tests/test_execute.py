@@ -124,8 +124,8 @@ def _loop_checks(dask_worker) -> tuple[float, float]:
 
 
 def test_the_local_cluster_checks_its_loops_each_second_and_memory_twice_a_second(local_cluster):
-    # Dask's defaults, a tick every 20 ms and memory read every 100 ms in every server, took
-    # ~4.5 s of CPU a minute from an idle cluster of two workers, most of it in this process.
+    # Dask's defaults, a tick every 20 ms and memory read every 100 ms in every server, cost
+    # an idle cluster of two workers most of its CPU (scripts/bench_idle_cluster.py).
     cluster = local_cluster.cluster
     assert cluster.scheduler.periodic_callbacks["tick"].callback_time == 1000
     nannies = {(n.periodic_callbacks["tick"].callback_time,
