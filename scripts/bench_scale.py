@@ -26,16 +26,27 @@ the table goes to docs/benchmarks.md and the projection to docs/scaling.md.
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from benchlib import ROOT, add_write_docs, cpu_description, finish, write_section
+from benchlib import (
+    ROOT,
+    add_write_docs,
+    cpu_description,
+    finish,
+    gpu_suffix,
+    write_section,
+)
 
 MIB = 1 << 20
 
@@ -89,23 +100,59 @@ class TreeSampler:
 
 
 def run_cluster(args: list[str], timeout: float) -> dict:
-    """``dnaembed cluster ARGS`` with its process tree sampled; wall time, peaks, log."""
+    """``dnaembed cluster ARGS`` with its process tree sampled; wall time, peaks, log.
+
+    A run still going at ``timeout`` seconds is killed (its whole process group) and
+    reported as stopped, with the times of the stages it finished (:func:`stage_marks`).
+    """
     env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", PYTHONWARNINGS="ignore")
+    started = datetime.datetime.now()
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "dnaembed", "cluster", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     sampler = TreeSampler(proc.pid)
+    stopped = False
     try:
         _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        stopped = True
     finally:
         peaks = sampler.stop()
     seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        return {"error": err.strip().splitlines()[-1] if err.strip() else "failed", "log": err}
     client = peaks.get(proc.pid, ("", 0))[1]
     workers = [peak for pid, (cmd, peak) in peaks.items()
                if pid != proc.pid and "resource_tracker" not in cmd]
+    if stopped:
+        return {"error": f"stopped at {timeout:.0f} s (--timeout)", "log": err,
+                "marks": stage_marks(err, started), "client": client}
+    if proc.returncode != 0:
+        return {"error": err.strip().splitlines()[-1] if err.strip() else "failed", "log": err}
     return {"seconds": seconds, "client": client, "workers": workers, "log": err}
+
+
+#: Log lines that end a stage: read and dedupe; the partitioning and the embedding; the
+#: first round's search and check (the threshold follows it).
+MILESTONES = (("read", r"dnaembed: [\d,]+ reads in [\d,]+ files?,"),
+              ("embed", r"dnaembed: [\d,]+ distinct reads in [\d,]+ partitions"),
+              ("search", r"dnaembed: max distance \d+"))
+
+
+def stage_marks(log: str, started: datetime.datetime) -> dict[str, float]:
+    """Seconds from the start to each milestone the log reached (its HH:MM:SS stamps)."""
+    marks = {}
+    for name, pattern in MILESTONES:
+        match = re.search(rf"^(\d\d):(\d\d):(\d\d) {pattern}", log, re.M)
+        if not match:
+            break
+        hour, minute, second = map(int, match.groups())
+        at = started.replace(hour=hour, minute=minute, second=second, microsecond=0)
+        if at < started - datetime.timedelta(seconds=1):  # past midnight
+            at += datetime.timedelta(days=1)
+        marks[name] = max(0.0, (at - started).total_seconds())
+    return marks
 
 
 def parse_log(log: str) -> dict:
@@ -137,15 +184,71 @@ def parse_log(log: str) -> dict:
     return out
 
 
-def ensure_set(workdir: Path, reads: int, seed: int) -> Path:
-    """The simulated set of ``reads`` reads (as bench_cluster's scaling series), made once."""
+def ensure_set(workdir: Path, reads: int, seed: int, lanes: int = 1) -> Path:
+    """The simulated set of ``reads`` reads (as bench_cluster's scaling series), made once;
+    with ``lanes`` > 1, made in that many lanes side by side (:func:`simulate_lanes`)."""
     from bench_cluster import simulate_set
 
+    if lanes > 1:
+        return simulate_lanes(workdir, reads, seed, lanes)
     prefix = workdir / f"scale-{reads}"
     if not Path(f"{prefix}.fastq.gz").exists():
         print(f"# simulating {reads:,} reads into {prefix}", flush=True)
         simulate_set(prefix, "nanopore", max(1, reads // 10), 150, 10.0, False, seed)
     return prefix
+
+
+def simulate_lanes(workdir: Path, reads: int, seed: int, lanes: int) -> Path:
+    """A set of ``reads`` reads as ``lanes`` files PREFIX.laneNN.fastq.gz, one process each,
+    with one PREFIX.truth.tsv: each lane its own strands (ids marked with the lane), so that
+    a set of 10^7 reads takes a minute on a machine of many cores, not many minutes on one.
+    Not the same reads as the one-lane set of that size: another set, of the same kind."""
+    prefix = workdir / f"scale-{reads}-{lanes}lanes"
+    truth = Path(f"{prefix}.truth.tsv")
+    if truth.exists():
+        return prefix
+    print(f"# simulating {reads:,} reads in {lanes} lanes into {prefix}", flush=True)
+    strands = max(1, reads // 10 // lanes)
+    with ProcessPoolExecutor(min(lanes, os.cpu_count() or 1)) as pool:
+        list(pool.map(simulate_lane, [str(prefix)] * lanes, range(lanes), [strands] * lanes,
+                      [seed] * lanes))
+    tmp = truth.with_suffix(".tsv.tmp")
+    with open(tmp, "w") as out:
+        out.write("#read_id\tstrand_id\torientation\n")
+        for lane in range(lanes):
+            part = Path(f"{prefix}.lane{lane:02d}.truth.part")
+            out.write(part.read_text())
+            part.unlink()
+    os.replace(tmp, truth)  # last: the set is whole once its truth is there
+    return prefix
+
+
+def simulate_lane(prefix: str, lane: int, strands: int, seed: int) -> None:
+    """One lane of :func:`simulate_lanes`: the nanopore preset, 150 nt, coverage 10."""
+    import numpy as np
+
+    from dnaembed.io.sequences import write_sequences
+    from dnaembed.sim.channel import get_preset
+    from dnaembed.sim.coverage import Coverage
+    from dnaembed.sim.simulate import simulate_reads
+    from dnaembed.sim.strands import random_strands
+
+    seqs = random_strands(strands, 150, np.random.default_rng([seed, lane, 1]))
+    ids = [f"L{lane:02d}strand{i:07d}" for i in range(strands)]
+    coverage = Coverage(model="negbin", mean=10.0, dispersion=5.0)
+    sim = simulate_reads(seqs, get_preset("nanopore"), coverage, seed=seed * 1_000 + lane,
+                         strand_ids=ids, id_prefix=f"L{lane:02d}read")
+    write_sequences(f"{prefix}.lane{lane:02d}.fastq.gz", sim.ids, sim.seqs, sim.quals)
+    Path(f"{prefix}.lane{lane:02d}.truth.part").write_text(
+        "".join("\t".join(row) + "\n" for row in sim.truth_rows()))
+
+
+def set_files(prefix: Path) -> list[str]:
+    """The read files of a set: PREFIX.fastq.gz, or its lanes."""
+    single = Path(f"{prefix}.fastq.gz")
+    if single.exists():
+        return [str(single)]
+    return sorted(str(p) for p in prefix.parent.glob(f"{prefix.name}.lane*.fastq.gz"))
 
 
 def score(output: Path, truth: Path) -> float:
@@ -189,11 +292,19 @@ def one_run(name: str, prefix: Path, args, extra: list[str], rows: list[dict],
             tag: str = "") -> dict:
     """Run, score, record and print one row."""
     out = Path(args.workdir) / f"out-{prefix.name}{tag}.tsv"
-    cmd = [f"{prefix}.fastq.gz", "-o", str(out), "--seed", str(args.seed), "--tmpdir",
-           str(args.workdir), *extra]
+    # The run's own tmpdir: a run stopped at --timeout is killed and leaves its spill there.
+    tmpdir = Path(args.workdir) / f"tmp-{out.stem}"
+    tmpdir.mkdir(exist_ok=True)
+    cmd = [*set_files(prefix), "-o", str(out), "--seed", str(args.seed), "--tmpdir",
+           str(tmpdir), *extra]
     if args.model:
         cmd += ["-m", args.model]
-    res = run_cluster(cmd, args.timeout)
+    if args.device:
+        cmd += ["--device", args.device]
+    try:
+        res = run_cluster(cmd, args.timeout)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
     # The run's log beside its output, for the stage timings behind the row.
     out.with_suffix(".log").write_text(res["log"])
     reads = int(prefix.name.split("-")[1])
@@ -215,7 +326,8 @@ def repeated_sizes(sizes: list[int], args, threads: list[str], rows: list[dict]
         if args.repeat > 1:
             name, tag = f"one process, run {attempt + 1}", f"-run{attempt + 1}"
         for size in sizes:
-            runs[size].append(one_run(name, ensure_set(Path(args.workdir), size, args.seed),
+            runs[size].append(one_run(name, ensure_set(Path(args.workdir), size, args.seed,
+                                                         args.lanes),
                                       args, threads, rows, tag=tag))
     median = {size: median_run(r) for size, r in runs.items()}
     return {"small": median[sizes[0]], "large": median[sizes[-1]]} if sizes else {}
@@ -248,13 +360,43 @@ def table(rows: list[dict], header: bool = True) -> str:
         if header else []
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['name']} | {r['reads']:,} | error: {r['error']} |")
+            lines.append(f"| {r['name']} | {r['reads']:,} | {r['error']} |")
             continue
         workers = ", ".join(f"{w / MIB:,.0f}" for w in sorted(r["workers"])) or "-"
         parts = f"{r.get('partitions', 0):,} ({r.get('copies', 0):.2f})"
         lines.append(f"| {r['name']} | {r['reads']:,} | {r['seconds']:.1f} | "
                      f"{1e6 * r['seconds'] / r['reads']:.0f} | {r['client'] / MIB:,.0f} | "
                      f"{workers} | {r['a09']:.4f} | {parts} |")
+    return "\n".join(lines)
+
+
+#: Stage groups of the stage table: the log's stages (``cluster``'s last line) in each.
+STAGE_GROUPS = (("read", ("model", "read", "dedupe")), ("embed", ("partition", "embed")),
+                ("search", ("search",)))
+
+
+def stage_table(rows: list[dict]) -> str:
+    """Wall seconds of reading, embedding (with the partitioner) and round 1's search and
+    check, and of the rest; a stopped run's from its log's time stamps (to the second)."""
+    lines = ["| run | reads | read s | partition + embed s | embedded reads/s | "
+             "round 1 search + check s | the rest s |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if "stages" in r:
+            done = {group: sum(r["stages"].get(k, 0.0) for k in keys)
+                    for group, keys in STAGE_GROUPS}
+            rest = f"{r['seconds'] - sum(done.values()):.1f}"
+        elif r.get("marks"):
+            ends = [r["marks"].get(group) for group, _ in STAGE_GROUPS]
+            done = {group: end - before for (group, _), end, before in
+                    zip(STAGE_GROUPS, ends, [0.0, *ends]) if end is not None and
+                    before is not None}
+            rest = "stopped"
+        else:
+            continue
+        cells = [f"{done[g]:.1f}" if g in done else "-" for g, _ in STAGE_GROUPS]
+        rate = f"{r['reads'] / done['embed']:,.0f}" if done.get("embed") else "-"
+        lines.append(f"| {r['name']} | {r['reads']:,} | {cells[0]} | {cells[1]} | {rate} | "
+                     f"{cells[2]} | {rest} |")
     return "\n".join(lines)
 
 
@@ -385,7 +527,7 @@ def pairs_lost(prefix: Path, model_path: str | None, seed: int) -> str:
 
 def identity_run(args, workdir: Path, rows: list[dict], threads: list[str]) -> bool:
     """A scheduler and two workers as processes: the one-process output, byte for byte?"""
-    prefix = ensure_set(workdir, args.identity_size, args.seed)
+    prefix = ensure_set(workdir, args.identity_size, args.seed, args.lanes)
     here = next((r for r in rows if r["reads"] == args.identity_size
                  and r["name"] == "one process"), None) or one_run(
         "one process", prefix, args, threads, rows)
@@ -417,17 +559,24 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", default=str(ROOT.parent / "scratch" / "bench_scale"))
-    p.add_argument("--timeout", type=float, default=2400)
+    p.add_argument("--timeout", type=float, default=2400,
+                   help="seconds a run may take; a run still going is stopped and reported "
+                        "with the stages it finished")
+    p.add_argument("--device", help="cluster's --device (default: cluster's own, auto)")
+    p.add_argument("--lanes", type=int, default=1,
+                   help="simulate each set as this many lane files, side by side (a set in "
+                        "lanes is another set than the one-file set of its size)")
     add_write_docs(p, "Partitioned clustering at scale")
     args = p.parse_args()
-    for option in ("repeat", "dask_repeat"):
+    for option in ("repeat", "dask_repeat", "lanes"):
         if getattr(args, option) < 1:
             p.error(f"--{option.replace('_', '-')} must be at least 1, "
                     f"not {getattr(args, option)}")
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    skip = set(args.skip.split(","))
-    print(f"# bench_scale: {cpu_description()}; workdir {workdir}", flush=True)
+    # The pairs' check reads one file: a set in lanes has none.
+    skip = set(args.skip.split(",")) | ({"pairs"} if args.lanes > 1 else set())
+    print(f"# bench_scale: {cpu_description()}{gpu_suffix()}; workdir {workdir}", flush=True)
     print(table([]), flush=True)
     rows: list[dict] = []
     named: dict[str, dict] = {}
@@ -435,14 +584,15 @@ def main() -> None:
     sizes = [int(float(x)) for x in args.sizes.split(",") if x]
     named.update(repeated_sizes(sizes, args, threads, rows))
     if "budget" not in skip:
-        named["budget"] = one_run(f"one process, --memory {args.budget}",
-                                  ensure_set(workdir, args.budget_size, args.seed), args,
+        prefix = ensure_set(workdir, args.budget_size, args.seed, args.lanes)
+        named["budget"] = one_run(f"one process, --memory {args.budget}", prefix, args,
                                   [*threads, "--memory", args.budget], rows, tag="-budget")
     if "dask" not in skip:
-        named.update(dask_runs(ensure_set(workdir, args.dask_size, args.seed), args, rows))
+        prefix = ensure_set(workdir, args.dask_size, args.seed, args.lanes)
+        named.update(dask_runs(prefix, args, rows))
     if "identity" not in skip:
         named["identity"] = identity_run(args, workdir, rows, threads)
-    body = table(rows) + "\n\n" + "\n".join(derived(named, args))
+    body = "\n\n".join([table(rows), stage_table(rows), "\n".join(derived(named, args))])
     lost = "" if "pairs" in skip else pairs_lost(ensure_set(workdir, sizes[0], args.seed),
                                                   args.model, args.seed)
     print("\n" + body + "\n\n" + projection(named) + "\n\n" + lost)

@@ -69,13 +69,31 @@ def cpu_description() -> str:
     return text
 
 
-def commit() -> str:
-    """Short hash of HEAD, marked ``+changes`` when the tree has uncommitted edits."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True,
-                              text=True).stdout.strip()
+def gpu_suffix() -> str:
+    """``; GPU: `` and the GPUs nvidia-smi lists (name, memory), or '' where there are none."""
+    try:
+        found = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total",
+                                "--format=csv,noheader"], capture_output=True, text=True,
+                               timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    gpus = [line.strip() for line in found.stdout.splitlines() if line.strip()]
+    return f"; GPU: {'; '.join(gpus)}" if found.returncode == 0 and gpus else ""
 
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
+
+def commit() -> str:
+    """Short hash of HEAD, marked ``+changes`` when the tree has uncommitted edits; where
+    there is no repository (a copy of the tree on another machine), ``BENCH_COMMIT``."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True,
+                                  text=True).stdout.strip()
+        except OSError:
+            return ""
+
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:
+        return os.environ.get("BENCH_COMMIT", "unknown")
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", "dnaembed", "scripts")
     return head + ("+changes" if dirty else "")
 
@@ -92,7 +110,7 @@ def table_head(command: str | None = None) -> str:
     """The one line that heads a table: command, commit, date, CPU."""
     today = datetime.date.today().isoformat()
     return (f"`{command or command_line()}` · commit {commit()} · {today} · "
-            f"{cpu_description()}")
+            f"{cpu_description()}{gpu_suffix()}")
 
 
 def write_section(title: str, body: str, *, command: str | None = None,
@@ -128,7 +146,7 @@ def add_write_docs(parser: argparse.ArgumentParser, title: str) -> None:
 
 def finish(title: str | None, body: str) -> None:
     """Print the CPU beside the figures; with a title (``--write-docs``), write the section."""
-    print(f"\nCPU: {cpu_description()}", flush=True)
+    print(f"\nCPU: {cpu_description()}{gpu_suffix()}", flush=True)
     if title:
         write_section(title, body)
         print(f"wrote '## {title}' in {BENCHMARKS_MD.relative_to(ROOT)}", file=sys.stderr)
