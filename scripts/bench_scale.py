@@ -410,7 +410,7 @@ def derived(rows: dict[str, dict], args) -> list[str]:
     """The targets: ratios measured side by side in this run."""
     out = []
     small, large = rows.get("small"), rows.get("large")
-    if small and large and "error" not in small and "error" not in large:
+    if small and large and small is not large and "error" not in small and "error" not in large:
         ratio = large["seconds"] / small["seconds"]
         factor = large["reads"] / small["reads"]
         out.append(f"- {large['reads']:,} / {small['reads']:,} reads ({factor:g}x): time "

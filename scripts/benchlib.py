@@ -82,8 +82,11 @@ def gpu_suffix() -> str:
 
 
 def commit() -> str:
-    """Short hash of HEAD, marked ``+changes`` when the tree has uncommitted edits; where
-    there is no repository (a copy of the tree on another machine), ``BENCH_COMMIT``."""
+    """Short hash of HEAD, marked ``+changes`` when the tree has uncommitted edits; or
+    ``BENCH_COMMIT`` where that is set (a copy of the tree on another machine, whose
+    repository, if any, is not the one the tree came from)."""
+    if os.environ.get("BENCH_COMMIT"):
+        return os.environ["BENCH_COMMIT"]
     def git(*args: str) -> str:
         try:
             return subprocess.run(["git", *args], cwd=ROOT, capture_output=True,
@@ -91,9 +94,7 @@ def commit() -> str:
         except OSError:
             return ""
 
-    head = git("rev-parse", "--short", "HEAD")
-    if not head:
-        return os.environ.get("BENCH_COMMIT", "unknown")
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", "dnaembed", "scripts")
     return head + ("+changes" if dirty else "")
 
