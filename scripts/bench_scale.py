@@ -493,42 +493,56 @@ def projection(rows: dict[str, dict]) -> str:
     return "\n".join(text)
 
 
-def pairs_lost(prefix: Path, model_path: str | None, seed: int) -> str:
-    """Of the true same-strand pairs of a set, the fraction whose reads share no partition of
-    round 1 (neither read's nearest cell holds the other), per margin; and the copies."""
+def pairs_lost(prefixes: list[Path], model_path: str | None, seed: int) -> str:
+    """Of the true same-strand pairs of each set, the fraction whose reads share no partition
+    of round 1 (neither read's nearest cell holds the other), per margin; the copies per
+    read, and the reads whose cells reached the cap (``max_cells``), past which the margin
+    no longer holds."""
+    from dnaembed.cluster.partitioned import PartitionPlan
+    from dnaembed.log import set_threads
+    from dnaembed.model.checkpoint import load_search_model
+
+    set_threads(0)
+    model = load_search_model(model_path, "graph").model  # cluster's own search encoder
+    plan = PartitionPlan()
+    lines = ["| reads | cells | same-strand pairs | margin | copies per read | reads at the cap "
+             f"of {plan.max_cells} cells | pairs sharing no partition |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for prefix in prefixes:
+        lines += _pairs_lost_rows(prefix, model, plan, seed)
+    return (f"Cells of about {plan.partition_size:,} reads, fitted as round 1 fits them; pairs: "
+            "consecutive reads of each strand (a chain).\n\n" + "\n".join(lines))
+
+
+def _pairs_lost_rows(prefix: Path, model, plan, seed: int) -> list[str]:
     import numpy as np
 
     from dnaembed.cluster.partition import fit_partitioner, pairs_sharing_a_partition
-    from dnaembed.cluster.partitioned import PartitionPlan
     from dnaembed.io.sequences import read_sequences
     from dnaembed.io.tables import read_labels
-    from dnaembed.log import set_threads
-    from dnaembed.model.checkpoint import load_search_model
     from dnaembed.model.inference import embed_sequences
 
-    set_threads(0)
     reads = read_sequences(f"{prefix}.fastq.gz")
     truth = read_labels(f"{prefix}.truth.tsv")
-    model = load_search_model(model_path, "graph").model  # cluster's own search encoder
     vectors = embed_sequences(model, reads.seqs)
     strand = np.array([truth.get(i, "") for i in reads.ids])
     order = np.argsort(strand, kind="stable")
     same = np.flatnonzero((strand[order][1:] == strand[order][:-1]) & (strand[order][1:] != ""))
     lo, hi = order[same], order[same + 1]  # consecutive reads of a strand: a chain of pairs
-    plan = PartitionPlan()
     rng = np.random.default_rng([seed, 21])
     cells = max(1, -(-len(reads) // plan.partition_size))
     sample = np.sort(rng.choice(len(reads), max(plan.sample_size, 64 * cells), replace=False))
-    lines = ["| margin | copies per read | pairs sharing no partition |", "|---:|---:|---:|"]
+    rows = []
     for margin in (0.0, 0.25, plan.margin, 1.0):
         part = fit_partitioner(vectors[sample], cells=cells, search_dim=plan.search_dim,
                                margin=margin, max_cells=plan.max_cells, seed=seed)
         assigned = part.assign(part.project(vectors))
         lost = 1 - pairs_sharing_a_partition(lo, hi, assigned).mean()
         copies = (assigned >= 0).sum() / len(reads)
-        lines.append(f"| {margin:g} | {copies:.2f} | {lost:.4f} |")
-    return (f"{len(reads):,} reads, {cells} cells of about {plan.partition_size:,} reads, "
-            f"{len(lo):,} pairs of reads of one strand:\n\n" + "\n".join(lines))
+        capped = (assigned[:, -1] >= 0).mean()
+        rows.append(f"| {len(reads):,} | {cells:,} | {len(lo):,} | {margin:g} | {copies:.2f} | "
+                    f"{capped:.3f} | {lost:.4f} |")
+    return rows
 
 
 def identity_run(args, workdir: Path, rows: list[dict], threads: list[str]) -> bool:
@@ -559,6 +573,9 @@ def main() -> None:
                    help="runs of each LocalCluster (1 and 2 workers), interleaved; the "
                         "median run of each counts")
     p.add_argument("--identity-size", type=int, default=100_000)
+    p.add_argument("--pairs-sizes", default="",
+                   help="sets (read counts) whose same-strand pairs are checked against the "
+                        "partitions (default: the first of --sizes)")
     p.add_argument("--skip", default="",
                    help="comma-separated: budget, dask, identity, pairs")
     p.add_argument("--model", help="model file (default: cluster's default)")
@@ -602,18 +619,21 @@ def main() -> None:
     if "identity" not in skip:
         named["identity"] = identity_run(args, workdir, rows, threads)
     body = "\n\n".join([table(rows), stage_table(rows), "\n".join(derived(named, args))])
-    lost = "" if "pairs" in skip else pairs_lost(ensure_set(workdir, sizes[0], args.seed),
-                                                  args.model, args.seed)
+    pair_sizes = [int(float(x)) for x in args.pairs_sizes.split(",") if x] or sizes[:1]
+    lost = "" if "pairs" in skip or not pair_sizes else pairs_lost(
+        [ensure_set(workdir, size, args.seed) for size in pair_sizes], args.model, args.seed)
     print("\n" + body + "\n\n" + projection(named) + "\n\n" + lost)
-    finish(args.write_docs, body)
+    finish(args.write_docs, body if rows else lost)  # a run of the pairs' check alone: that
+    if not args.write_docs:
+        return
+    scaling = ROOT / "docs" / "scaling.md"
+    if lost:
+        write_section("Pairs that share no partition (bench_scale)", lost, path=scaling)
     # The projection's bytes moved and worker memory come from the two-worker run: a run
     # without it (--skip dask) leaves the docs' projection as it was.
-    if args.write_docs and (named.get("budget") or named.get("large")) and named.get("dask2"):
-        scaling = ROOT / "docs" / "scaling.md"
+    if (named.get("budget") or named.get("large")) and named.get("dask2"):
         write_section("Projection from the measured figures (bench_scale)", projection(named),
                       path=scaling)
-        if lost:
-            write_section("Pairs that share no partition (bench_scale)", lost, path=scaling)
 
 
 if __name__ == "__main__":
