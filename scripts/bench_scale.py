@@ -382,10 +382,12 @@ STAGE_GROUPS = (("read", ("model", "read", "dedupe")), ("embed", ("partition", "
 
 
 def stage_table(rows: list[dict]) -> str:
-    """Wall seconds of reading, embedding (with the partitioner) and round 1's search and
-    check, and of the rest; a stopped run's from its log's time stamps (to the second)."""
+    """Wall seconds of reading, embedding (with the partitioner), the search and check
+    (round 1 and rounds 2..), and the rest; a stopped run's from its log's time stamps (to
+    the second), its search round 1's alone."""
     lines = ["| run | reads | read s | partition + embed s | embedded reads/s | "
-             "round 1 search + check s | the rest s |", "|---|---:|---:|---:|---:|---:|---:|"]
+             "search + check s (round 1; in a finished run, rounds 2.. too) | the rest s |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "stages" in r:
             done = {group: sum(r["stages"].get(k, 0.0) for k in keys)
