@@ -16,9 +16,12 @@ peak resident memory (``VmHWM``), scored against the truth:
 * --identity-size with a ``dask scheduler`` and two ``dask worker`` processes on
   127.0.0.1, compared byte for byte with the one-process output.
 
-It prints one table, the derived ratios (the targets of the partitioned
-clustering issue) and the projection to 10^8 and 10^9 reads; with --write-docs
-the table goes to docs/benchmarks.md and the projection to docs/scaling.md.
+It prints one table, a table of stage times, the derived ratios (the targets of
+the partitioned clustering issue) and the projection to 10^8 and 10^9 reads; with
+--write-docs the tables go to docs/benchmarks.md and the projection to
+docs/scaling.md. On a machine of many cores or a GPU: --device, -t via --threads,
+--lanes (each set simulated as lane files side by side, clustered as one run), and
+--timeout, past which a run is stopped and reported with the stages it reached.
 
     flock /tmp/dnaembed-bench.lock python scripts/bench_scale.py --model M --write-docs
 """
