@@ -566,9 +566,21 @@ def identity_run(args, workdir: Path, rows: list[dict], threads: list[str]) -> b
             and Path(here["output"]).read_bytes() == Path(there["output"]).read_bytes())
 
 
+def read_counts(text: str) -> list[int]:
+    """``100000,1e6`` -> [100000, 1000000]; argparse's usage error for anything else."""
+    try:
+        counts = [int(float(x)) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not read counts: {text!r}") from None
+    if any(n < 1 for n in counts):
+        raise argparse.ArgumentTypeError(f"read counts must be at least 1: {text!r}")
+    return counts
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="100000,1000000", help="one-process runs (read counts)")
+    p.add_argument("--sizes", type=read_counts, default="100000,1000000",
+                   help="one-process runs (read counts)")
     p.add_argument("--repeat", type=int, default=1,
                    help="runs of each size of --sizes (the median run counts)")
     p.add_argument("--budget-size", type=int, default=3_000_000)
@@ -578,7 +590,7 @@ def main() -> None:
                    help="runs of each LocalCluster (1 and 2 workers), interleaved; the "
                         "median run of each counts")
     p.add_argument("--identity-size", type=int, default=100_000)
-    p.add_argument("--pairs-sizes", default="",
+    p.add_argument("--pairs-sizes", type=read_counts, default="",
                    help="sets (read counts) whose same-strand pairs are checked against the "
                         "partitions (default: the first of --sizes)")
     p.add_argument("--skip", default="",
@@ -612,7 +624,7 @@ def main() -> None:
     rows: list[dict] = []
     named: dict[str, dict] = {}
     threads = ["-t", str(args.threads)]
-    sizes = [int(float(x)) for x in args.sizes.split(",") if x]
+    sizes = args.sizes
     named.update(repeated_sizes(sizes, args, threads, rows))
     if "budget" not in skip:
         prefix = ensure_set(workdir, args.budget_size, args.seed, args.lanes)
@@ -624,7 +636,7 @@ def main() -> None:
     if "identity" not in skip:
         named["identity"] = identity_run(args, workdir, rows, threads)
     body = "\n\n".join([table(rows), stage_table(rows), "\n".join(derived(named, args))])
-    pair_sizes = [int(float(x)) for x in args.pairs_sizes.split(",") if x] or sizes[:1]
+    pair_sizes = args.pairs_sizes or sizes[:1]
     lost = "" if "pairs" in skip or not pair_sizes else pairs_lost(
         [ensure_set(workdir, size, args.seed) for size in pair_sizes], args.model, args.seed)
     print("\n" + body + "\n\n" + projection(named) + "\n\n" + lost)
