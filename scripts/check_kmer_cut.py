@@ -4,12 +4,17 @@ Random designs of 150 nt, three reads per cluster with 5% substitutions (the
 targets, grouped by cluster as the rescue groups a cluster's central reads), and
 queries read from random clusters with 6%, matched in both orientations as the
 rescue matches them (a k-mer and its reverse complement count as one, which
-doubles the clusters holding it by chance). Prints, for each cut on the clusters
+doubles the clusters holding it by chance). ``--truncated`` of the queries are
+the real set's worst reads instead: 60-90 nt of their design with ~18% edits
+(substitutions, insertions and deletions). Prints, for each cut on the clusters
 per k-mer (``max_targets``: k-mers held by more clusters are dropped as shared
-primers; ``auto``: the rescue's own, :func:`dnaembed.cluster.kmers.chance_cut`),
-how often the true cluster is the first candidate and among the 8.
+primers; ``auto``: the rescue's own, :func:`dnaembed.cluster.kmers.chance_cut`)
+and each k-mer length (``auto``: the rescue's own for that many queries,
+:func:`dnaembed.cluster.kmers.kmer_length`), how often the true cluster is the
+first candidate and among the 8, for each kind of query.
 
-    python scripts/check_kmer_cut.py --clusters 100000 300000 --cuts 16 64 auto
+    python scripts/check_kmer_cut.py --clusters 100000 300000 --cuts 16 64 auto --ks 11
+    python scripts/check_kmer_cut.py --clusters 100000 300000 --queries 22000 --ks 11 12 auto
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchlib import add_write_docs, finish  # noqa: E402
 
-from dnaembed.cluster.kmers import KmerIndex  # noqa: E402
+from dnaembed.cluster.kmers import KmerIndex, kmer_length  # noqa: E402
+from dnaembed.encoding import decode_flat, encode_flat  # noqa: E402
+from dnaembed.sim.channel import Channel, transmit  # noqa: E402
 
 BASES = np.frombuffer(b"ACGT", np.uint8)
 
@@ -37,16 +44,33 @@ def noisy_reads(designs: np.ndarray, rows: np.ndarray, rate: float, rng) -> list
     return [row.tobytes().decode() for row in BASES[x]]
 
 
+#: The real set's worst reads: what is left of them carries ~18% edits.
+TRUNCATED_CHANNEL = Channel(substitution=0.07, insertion=0.05, deletion=0.06)
+
+
+def truncated_reads(designs: np.ndarray, rows: np.ndarray, rng) -> list[str]:
+    """60-90 nt of each design, through :data:`TRUNCATED_CHANNEL`."""
+    cuts = rng.integers(60, 91, len(rows))
+    kept = [BASES[designs[r, :c]].tobytes().decode() for r, c in zip(rows.tolist(), cuts)]
+    out = transmit(*encode_flat(kept), TRUNCATED_CHANNEL, rng)
+    return decode_flat(out.codes, out.lengths)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clusters", type=int, nargs="+", default=[100_000, 300_000])
-    p.add_argument("--cuts", nargs="+", default=["16", "64", "auto"],
+    p.add_argument("--cuts", nargs="+", default=["auto"],
                    help="cuts on the clusters per k-mer: numbers, or auto")
-    p.add_argument("--queries", type=int, default=3_000)
+    p.add_argument("--ks", nargs="+", default=["11", "12", "auto"],
+                   help="k-mer lengths: numbers, or auto (the rescue's rule)")
+    p.add_argument("--queries", type=int, default=22_000,
+                   help="queries in all (the rescue asks about ~7,000 at 10^6 reads)")
+    p.add_argument("--truncated", type=int, default=2_000, help="of them, truncated reads")
     p.add_argument("--seed", type=int, default=0)
-    add_write_docs(p, "The rescue's k-mer cut and the number of clusters")
+    add_write_docs(p, "The rescue's k-mer search and the number of clusters")
     args = p.parse_args()
-    lines = ["| clusters | cut | true cluster first | among 8 | s |", "|---:|---:|---:|---:|---:|"]
+    lines = ["| clusters | queries | cut | k | first | among 8 | truncated: among 8 | s |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     print("\n".join(lines))
     for n in args.clusters:
         rng = np.random.default_rng([args.seed, n])
@@ -54,17 +78,27 @@ def main() -> None:
         groups = np.repeat(np.arange(n), 3)
         targets = noisy_reads(designs, groups, 0.05, rng)
         picks = rng.choice(n, args.queries, replace=False)
-        queries = noisy_reads(designs, picks, 0.06, rng)
+        short = args.truncated
+        queries = (truncated_reads(designs, picks[:short], rng)
+                   + noisy_reads(designs, picks[short:], 0.06, rng))
+        mean_kmers = float(np.mean([len(q) for q in queries])) - 10
         for cut in args.cuts:
-            start = time.perf_counter()
-            index = KmerIndex(targets, both=True, k=11, groups=groups,
-                              max_targets=None if cut == "auto" else int(cut))
-            found, _ = index.candidates(queries, 8)
-            shown = f"auto ({index.cut})" if cut == "auto" else cut
-            lines.append(f"| {n:,} | {shown} | {(found[:, 0] == picks).mean():.3f} | "
-                         f"{(found == picks[:, None]).any(axis=1).mean():.3f} | "
-                         f"{time.perf_counter() - start:.1f} |")
-            print(lines[-1], flush=True)
+            for k_arg in args.ks:
+                k = kmer_length(len(queries), mean_kmers, 11, both=True) if k_arg == "auto" \
+                    else int(k_arg)
+                start = time.perf_counter()
+                index = KmerIndex(targets, both=True, k=k, groups=groups,
+                                  max_targets=None if cut == "auto" else int(cut))
+                found, _ = index.candidates(queries, 8)
+                among = (found == picks[:, None]).any(axis=1)
+                shown_cut = f"auto ({index.cut})" if cut == "auto" else cut
+                lines.append(
+                    f"| {n:,} | {len(queries):,} | {shown_cut}"
+                    f" | {f'auto ({k})' if k_arg == 'auto' else k}"
+                    f" | {(found[short:, 0] == picks[short:]).mean():.3f}"
+                    f" | {among[short:].mean():.3f} | {among[:short].mean():.3f}"
+                    f" | {time.perf_counter() - start:.1f} |")
+                print(lines[-1], flush=True)
     finish(args.write_docs, "\n".join(lines))
 
 

@@ -233,15 +233,16 @@ def reference_candidates(targets, queries, top, k, max_targets):
     return out
 
 
-def test_kmer_index_in_blocks_finds_what_brute_force_finds():
+@pytest.mark.parametrize("k", [10, 12])
+def test_kmer_index_in_blocks_finds_what_brute_force_finds(k):
     rng = np.random.default_rng(4)
     primer = "".join(rng.choice(BASES, 16))
     targets = [primer + s for s in random_seqs(rng, TARGET_BLOCK + 500, 40)]
     picks = rng.integers(0, len(targets), 60)
     queries = [reverse_complement(targets[i][10:50]) if j % 3 == 0 else targets[i][5:45]
                for j, i in enumerate(picks.tolist())] + random_seqs(rng, 5, 40)
-    found, flips = KmerIndex(targets, both=True, k=10).candidates(queries, 3)
-    expected = reference_candidates(targets, queries, 3, 10, 16)
+    found, flips = KmerIndex(targets, both=True, k=k).candidates(queries, 3)
+    expected = reference_candidates(targets, queries, 3, k, 16)
     for q, want in enumerate(expected):
         got = [(int(t), int(f)) for t, f in zip(found[q], flips[q]) if t >= 0]
         assert got == want, q

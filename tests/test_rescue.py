@@ -1,7 +1,11 @@
 """The rescue's rule and candidates on real sequences (no model: k-mer candidates only)."""
 
+import logging
+
 import numpy as np
 
+import dnaembed.cluster.kmers as kmers_module
+from dnaembed.cluster.kmers import MAX_K, kmer_length
 from dnaembed.cluster.rescue import (
     DEFAULT_SEARCH,
     MIN_MARGIN,
@@ -92,6 +96,43 @@ def test_noisy_truncated_reads_find_their_strand_by_kmers():
     wrong = (labels[n:] < len(strands)) & ~placed
     assert placed.mean() >= 0.8
     assert not wrong.any()
+
+
+def test_the_kmers_grow_with_the_queries_that_would_hold_one_by_chance():
+    # 7,150 queries of 140 k-mers (10^6 reads) keep 11-mers; 22,000 (3 x 10^6) hold each
+    # 11-mer ~1.5 times by chance and get 12-mers; never past MAX_K, never below the base.
+    assert kmer_length(7_150, 140, 11, both=True) == 11
+    assert kmer_length(22_000, 140, 11, both=True) == 12
+    assert kmer_length(22_000, 140, 11, both=False) == 11
+    assert kmer_length(10**9, 140, 11, both=True) == MAX_K
+    assert kmer_length(1, 140, 11, both=True) == 11
+    assert DEFAULT_SEARCH.k_for(22_000, 150.0, True) == 12
+    assert NOISY_SEARCH.k_for(22_000, 150.0, True) == NOISY_SEARCH.k  # never grows
+
+
+def test_only_full_length_reads_get_longer_kmers(monkeypatch, caplog):
+    # A large input's pass 1 (full-length reads of small clusters; here forced: any
+    # query holds too many chance k-mers) uses 12-mers and still finds every strand;
+    # pass 2's truncated reads (~18% edits), whose strands share few k-mers with
+    # them, keep 11-mers and are placed as without the growth.
+    monkeypatch.setattr(kmers_module, "CHANCE_SIDES", 1e-9)
+    rng = np.random.default_rng(7)
+    strands, clusters, picks, extra = _truncated_set(rng, 150, 60)
+    full = _noisy([strands[p] for p in picks[:20]], Channel(0.02, 0.01, 0.01), rng)
+    log = logging.getLogger("dnaembed")  # the CLI's set-up stops it reaching the root
+    log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level("INFO", logger="dnaembed"):
+            labels, n = _rescue(clusters, extra + full)
+    finally:
+        log.removeHandler(caplog.handler)
+    assert "20 reads against 170 clusters; 12-mers," in caplog.text
+    assert "60 reads against 150 clusters; 11-mers," in caplog.text
+    home = labels[np.arange(len(strands)) * 3]
+    assert (labels[n + len(extra):] == home[picks[:20]]).all()
+    placed = labels[n : n + len(extra)] == home[picks]
+    assert placed.mean() >= 0.8
+    assert not ((labels[n : n + len(extra)] < len(strands)) & ~placed).any()
 
 
 def test_the_rescue_in_small_tasks_on_two_threads_is_the_rescue_here(monkeypatch):

@@ -44,6 +44,10 @@ K = 11
 #: Longest k: the tables hold one entry per possible k-mer (8 bytes each: 134 MB at 12).
 MAX_K = 12
 
+#: Query sides (a query, or its reverse complement) expected to hold a given k-mer by
+#: chance, at most (:func:`kmer_length`).
+CHANCE_SIDES = 0.75
+
 #: A k-mer in more targets than this is uninformative (shared primers) and ignored,
 #: unless chance alone puts it in more (:func:`chance_cut`).
 MAX_TARGETS_PER_KMER = 16
@@ -76,6 +80,45 @@ def chance_cut(held_by: np.ndarray, floor: int = MAX_TARGETS_PER_KMER) -> int:
         return floor
     level = float(np.median(held_by))
     return max(floor, math.ceil(level + CHANCE_SIGMAS * math.sqrt(level)))
+
+
+def kmer_length(queries: int, kmers_per_query: float, base: int, *, both: bool) -> int:
+    """The k-mer length for a search of ``queries`` queries: ``base``, or longer (up to
+    :data:`MAX_K`) while more than :data:`CHANCE_SIDES` query sides would hold a given
+    k-mer by chance.
+
+    Why: a target's k-mer is looked up, and voted with, for every query side that holds
+    it, so with a fixed k the vote pass costs queries x targets, both of which grow with
+    the input. At 3 x 10^6 reads (22,000 queries of ~140 11-mers, both orientations)
+    each 11-mer was held by ~1.5 query sides, and 77% of the targets' 11-mers were
+    looked up and voted with, against 37% at 10^6 reads; one base more divides chance
+    holders by four and holds that share where the input grows (4x the queries, one more
+    base). A longer k-mer also survives a read's errors less often: the base is the
+    length a read's true cluster needs (the rescue's notes), and small inputs keep it.
+    """
+    sides = queries * (2 if both else 1) * max(kmers_per_query, 0.0)
+    k = base
+    while k < MAX_K and sides > CHANCE_SIDES * 4**k:
+        k += 1
+    return k
+
+
+def _starts_by_kmer(values: np.ndarray, k: int) -> np.ndarray:
+    """Where each k-mer's entries start in sorted ``values`` (4^k + 1 offsets, int32).
+
+    Counted in slices of the k-mer space: ``np.bincount`` over all 4^k k-mers at once
+    would hold an int64 count per k-mer (134 MB at k = 12) beside the table."""
+    if len(values) >= 2**31:
+        raise ValueError("too many k-mer entries for an int32 table")
+    first = np.zeros(4**k + 1, dtype=np.int32)
+    step = 1 << 20
+    bounds = np.searchsorted(values, np.arange(0, 4**k + step, step))
+    for i, code in enumerate(range(0, 4**k, step)):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        counts = np.bincount(values[lo:hi] - code, minlength=min(step, 4**k - code))
+        np.cumsum(counts, out=first[code + 1 : code + 1 + len(counts)])
+        first[code + 1 : code + 1 + len(counts)] += lo
+    return first
 
 
 class KmerIndex:
@@ -267,8 +310,7 @@ class _QueryTable:
         values, side = key // sides, key % sides
         keep = ~common[values]
         values, self.side = values[keep], side[keep].astype(np.int32)
-        self.first = np.zeros(4**k + 1, dtype=np.int64)
-        np.cumsum(np.bincount(values, minlength=4**k), out=self.first[1:])
+        self.first = _starts_by_kmer(values, k)
         # Whether a query side holds each k-mer, 1 byte per k-mer: most of a target's
         # k-mers are looked up only to be dropped, and this table, 8x smaller than
         # ``first``, misses the cache less (300,000 synthetic clusters, 22,000 queries:
@@ -287,7 +329,7 @@ class _QueryTable:
             # A k-mer counts once per owner: deduplicated after the lookup, which drops most.
             key = sorted_unique(values * m + owner)
             values, owner = key // m, key % m
-        lo = self.first[values]
+        lo = self.first[values].astype(np.int64)
         hits = self.first[values + 1] - lo
         pos = np.repeat(lo - np.cumsum(hits) + hits, hits) + np.arange(int(hits.sum()))
         combo, votes = sorted_unique(self.side[pos].astype(np.int64) * m

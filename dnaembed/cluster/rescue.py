@@ -101,6 +101,7 @@ import numpy as np
 
 from dnaembed.arrays import rank_in_groups
 from dnaembed.cluster.kmer_tasks import search_in_tasks
+from dnaembed.cluster.kmers import KmerIndex, kmer_length
 from dnaembed.cluster.labels import assemble
 from dnaembed.cluster.profiles import ClusterProfiles
 from dnaembed.cluster.rescue_tasks import build_missing_profiles, score_in_tasks
@@ -112,6 +113,11 @@ MAX_CANDIDATES = 8
 EMBEDDING_CANDIDATES = 2
 #: k-mer length of the candidate search (see the module notes).
 RESCUE_K = 11
+#: Longest k-mers of a large search (:func:`~dnaembed.cluster.kmers.kmer_length`: at
+#: 3 x 10^6 reads, 12-mers). A read's true cluster still leads the vote: ~100 of a
+#: 150-nt read's 12-mers survive its ~5% errors, against ~0.01 shared with an unrelated
+#: cluster at that scale.
+RESCUE_LONGEST_K = 12
 #: Central full-length reads of each candidate cluster (the representative first) whose
 #: consensus a read is aligned to (:mod:`dnaembed.cluster.profiles`): one read's own errors
 #: would otherwise blur the comparison.
@@ -132,12 +138,25 @@ NOISY_MAX_SIZE = 5
 @dataclass(frozen=True)
 class CandidateSearch:
     """How candidate clusters are found by shared k-mers: k-mer length, how many of each
-    cluster's central reads vote for it (see :func:`_member_kmers`), and the fewest
-    shared k-mers that make a cluster a candidate."""
+    cluster's central reads vote for it (see :func:`_member_kmers`), the fewest shared
+    k-mers that make a cluster a candidate, and the longest k-mers a search of many reads
+    may use instead of ``k`` (:func:`~dnaembed.cluster.kmers.kmer_length`)."""
 
     k: int = RESCUE_K
     reads: int = 3
     min_votes: int = 1
+    longest_k: int = RESCUE_LONGEST_K
+
+    def k_for(self, queries: int, mean_length: float, both: bool) -> int:
+        """The k-mer length for ``queries`` full-length reads of ``mean_length`` bases.
+
+        Only pass 1 (full-length reads) asks: with 12-mers instead of 11 the true cluster
+        of a full-length read stayed among its 8 candidates (300,000 clusters, 22,000
+        queries: 1.000 both), but that of a truncated read with ~18% edits less often
+        (0.623 against 0.665; ``scripts/check_kmer_cut.py``), and those are pass 2's.
+        """
+        k = kmer_length(queries, mean_length - self.k + 1, self.k, both=both)
+        return min(k, max(self.k, self.longest_k))
 
 
 #: In a noisy sample (12% errors per read, two reads of a strand ~24% apart) an 11-mer
@@ -145,8 +164,10 @@ class CandidateSearch:
 #: A read shares ~30 of them with its strand's five reads and 0-2 by chance with another
 #: strand's (700 of the 10^6 10-mers): clusters sharing fewer than 4 are not worth a
 #: consensus and its alignments (nanopore-hard: the same clusters, a third less time;
-#: from 6 on, reads of their own strand are lost).
-NOISY_SEARCH = CandidateSearch(k=10, reads=5, min_votes=4)
+#: from 6 on, reads of their own strand are lost). Its k never grows: an 11-mer survives
+#: there in a read and another of its strand a fifth less often than a 10-mer, and the
+#: 4 votes would cost reads; the vote cut keeps its chance candidates out.
+NOISY_SEARCH = CandidateSearch(k=10, reads=5, min_votes=4, longest_k=10)
 DEFAULT_SEARCH = CandidateSearch()
 
 
@@ -230,10 +251,14 @@ def rescue_reads(
             continue
         members = _central_members(labels, orientation, centrality, lengths, reps, full_length,
                                    max(MEMBERS_PER_CLUSTER, search.reads))
+        # Pass 2's reads are the truncated ones, whose strands the k-mers are there to find:
+        # their k never grows (see CandidateSearch.k_for).
+        k = search.k_for(len(rows), float(lengths[rows].mean()), rc_seqs is not None) \
+            if full_pass else search.k
         new_labels, new_orient, n_moved = _rescue_pass(
             seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows, targets,
             neighbours_of, rate, details, upward_only=full_pass, seed=seed, search=search,
-            known_profiles=known_profiles, runner=runner,
+            k=k, known_profiles=known_profiles, runner=runner,
         )
         if n_moved:
             moved += n_moved
@@ -281,17 +306,17 @@ class CentralMembers:
 
 def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows,
                  targets, neighbours_of, rate, details, *, upward_only: bool, seed: int,
-                 search: CandidateSearch, known_profiles: dict, runner
+                 search: CandidateSearch, k: int, known_profiles: dict, runner
                  ) -> tuple[np.ndarray, np.ndarray, int]:
     labels, orientation = labels.copy(), orientation.copy()
     before = labels.copy()
     target_ids = np.flatnonzero(targets)
     started = time.perf_counter()
-    kmer_index = _member_kmers(seqs, rc_seqs, members, target_ids, search)
+    kmer_index = _member_kmers(seqs, rc_seqs, members, target_ids, search.reads, k)
     by_kmers, _ = search_in_tasks(kmer_index, strings_of(seqs, rows), MAX_CANDIDATES, runner,
                                   min_votes=search.min_votes)
-    logger.info("rescue: %d reads against %d clusters; k-mers held by more than %d clusters "
-                "ignored", len(rows), len(target_ids), kmer_index.cut)
+    logger.info("rescue: %d reads against %d clusters; %d-mers, those held by more than %d "
+                "clusters ignored", len(rows), len(target_ids), k, kmer_index.cut)
     searched = time.perf_counter()
     # Clusters are numbered by decreasing size: "larger" is a smaller number.
     limits = before[rows] if upward_only else np.full(len(rows), len(reps))
@@ -373,21 +398,19 @@ def _follow_moved_pieces(labels, orientation, before, reps, weights) -> int:
     return int(weights[rows].sum())
 
 
-def _member_kmers(seqs, rc_seqs, members, target_ids: np.ndarray, search: CandidateSearch):
+def _member_kmers(seqs, rc_seqs, members, target_ids: np.ndarray, per_cluster: int, k: int):
     """The k-mers of the target clusters' central reads, each read oriented as its cluster.
 
     A noisy read shares few k-mers with any one read of its strand (each k-mer must
     survive the errors of both), but more with several: the k-mers of
-    ``search.reads`` reads of a cluster vote for it together.
+    ``per_cluster`` reads of a cluster vote for it together.
     """
-    from dnaembed.cluster.kmers import KmerIndex
-
-    reads = members.reads[target_ids, : search.reads]
+    reads = members.reads[target_ids, :per_cluster]
     present = reads >= 0  # row by row: each group's reads contiguous, representative first
     groups = np.broadcast_to(np.arange(len(target_ids))[:, None], reads.shape)[present]
     targets = _OrientedReads(seqs, rc_seqs, reads[present],
-                             members.flips[target_ids, : search.reads][present].astype(bool))
-    return KmerIndex(targets, both=rc_seqs is not None, k=search.k, groups=groups)
+                             members.flips[target_ids, :per_cluster][present].astype(bool))
+    return KmerIndex(targets, both=rc_seqs is not None, k=k, groups=groups)
 
 
 class _OrientedReads:
