@@ -41,7 +41,8 @@ from dnaembed.io.spill import strings_of
 
 #: k-mer length (the rescue's, :data:`dnaembed.cluster.rescue.RESCUE_K`, says why 11).
 K = 11
-#: Longest k: the tables hold one entry per possible k-mer (8 bytes each: 134 MB at 12).
+#: Longest k: the tables hold entries per possible k-mer (the queries' offsets and the
+#: targets' counts, 4 bytes each, and three flags: ~190 MB a search at 12, ~50 at 11).
 MAX_K = 12
 
 #: Query sides (a query, or its reverse complement) expected to hold a given k-mer by
@@ -90,8 +91,8 @@ def kmer_length(queries: int, kmers_per_query: float, base: int, *, both: bool) 
     Why: a target's k-mer is looked up, and voted with, for every query side that holds
     it, so with a fixed k the vote pass costs queries x targets, both of which grow with
     the input. At 3 x 10^6 reads (22,000 queries of ~140 11-mers, both orientations)
-    each 11-mer was held by ~1.5 query sides, and 77% of the targets' 11-mers were
-    looked up and voted with, against 37% at 10^6 reads; one base more divides chance
+    each 11-mer is held by ~1.5 query sides, so ~77% of the targets' 11-mers are voted
+    with (Poisson: 1 - e^-1.5), against ~38% at 10^6 reads; one base more divides chance
     holders by four and holds that share where the input grows (4x the queries, one more
     base). A longer k-mer also survives a read's errors less often: the base is the
     length a read's true cluster needs (the rescue's notes), and small inputs keep it.

@@ -87,6 +87,13 @@ first. A read's true cluster and the cluster that is its closest rival must
 both be among the candidates for the margin to mean anything: 8 candidates by
 11-mers (a 12-mer survives the 15-25% edits of a badly truncated real read, or
 a 12%-error nanopore read, too rarely) find them.
+
+Why pass 1 of a large input uses longer k-mers: every query side holding a target's
+k-mer costs a look-up and a vote, so with a fixed k the search costs queries x
+targets, both growing with the input (at 3 x 10^6 reads ~77% of the targets' 11-mers
+are held by some query). Pass 1 asks about full-length reads, which share ~40
+12-mers with each read of their strand, and takes one base more for every four times the queries
+(:meth:`CandidateSearch.k_for`); pass 2, the truncated reads, keeps 11-mers.
 More in ``docs/algorithms.md``.
 """
 
@@ -114,9 +121,9 @@ EMBEDDING_CANDIDATES = 2
 #: k-mer length of the candidate search (see the module notes).
 RESCUE_K = 11
 #: Longest k-mers of a large search (:func:`~dnaembed.cluster.kmers.kmer_length`: at
-#: 3 x 10^6 reads, 12-mers). A read's true cluster still leads the vote: ~100 of a
-#: 150-nt read's 12-mers survive its ~5% errors, against ~0.01 shared with an unrelated
-#: cluster at that scale.
+#: 3 x 10^6 reads, 12-mers). A full-length read's true cluster still leads the vote: a
+#: 150-nt read with ~5% errors shares ~40 12-mers with each read of its strand (0.95^24
+#: of 139), and ~0.01 with an unrelated cluster at that scale.
 RESCUE_LONGEST_K = 12
 #: Central full-length reads of each candidate cluster (the representative first) whose
 #: consensus a read is aligned to (:mod:`dnaembed.cluster.profiles`): one read's own errors
