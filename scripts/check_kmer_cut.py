@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchlib import add_write_docs, finish  # noqa: E402
 
-from dnaembed.cluster.kmers import KmerIndex, kmer_length  # noqa: E402
+from dnaembed.cluster.kmers import MAX_K, KmerIndex, kmer_length  # noqa: E402
 from dnaembed.encoding import decode_flat, encode_flat  # noqa: E402
 from dnaembed.sim.channel import Channel, transmit  # noqa: E402
 
@@ -56,6 +56,11 @@ def truncated_reads(designs: np.ndarray, rows: np.ndarray, rng) -> list[str]:
     return decode_flat(out.codes, out.lengths)
 
 
+def share(hits: np.ndarray) -> str:
+    """The share of True, or - for no queries of that kind."""
+    return f"{hits.mean():.3f}" if len(hits) else "-"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clusters", type=int, nargs="+", default=[100_000, 300_000])
@@ -69,6 +74,14 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     add_write_docs(p, "The rescue's k-mer search and the number of clusters")
     args = p.parse_args()
+    for k in args.ks:
+        if k != "auto" and not (k.isdigit() and 1 <= int(k) <= MAX_K):
+            p.error(f"--ks: {k!r} is not a k-mer length 1..{MAX_K} or auto")
+    for cut in args.cuts:
+        if cut != "auto" and not cut.isdigit():
+            p.error(f"--cuts: {cut!r} is not a number of clusters or auto")
+    if not 0 <= args.truncated <= args.queries or args.queries > min(args.clusters):
+        p.error("--truncated must be 0..--queries, and --queries at most the fewest --clusters")
     lines = ["| clusters | queries | cut | k | first | among 8 | truncated: among 8 | s |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     print("\n".join(lines))
@@ -95,8 +108,8 @@ def main() -> None:
                 lines.append(
                     f"| {n:,} | {len(queries):,} | {shown_cut}"
                     f" | {f'auto ({k})' if k_arg == 'auto' else k}"
-                    f" | {(found[short:, 0] == picks[short:]).mean():.3f}"
-                    f" | {among[short:].mean():.3f} | {among[:short].mean():.3f}"
+                    f" | {share(found[short:, 0] == picks[short:])}"
+                    f" | {share(among[short:])} | {share(among[:short])}"
                     f" | {time.perf_counter() - start:.1f} |")
                 print(lines[-1], flush=True)
     finish(args.write_docs, "\n".join(lines))

@@ -123,7 +123,7 @@ RESCUE_K = 11
 #: Longest k-mers of a large search (:func:`~dnaembed.cluster.kmers.kmer_length`: at
 #: 3 x 10^6 reads, 12-mers). A full-length read's true cluster still leads the vote: a
 #: 150-nt read with ~5% errors shares ~40 12-mers with each read of its strand (0.95^24
-#: of 139), and ~0.01 with an unrelated cluster at that scale.
+#: of 139), and is expected to share ~0.01 with an unrelated cluster at that scale.
 RESCUE_LONGEST_K = 12
 #: Central full-length reads of each candidate cluster (the representative first) whose
 #: consensus a read is aligned to (:mod:`dnaembed.cluster.profiles`): one read's own errors
@@ -258,14 +258,10 @@ def rescue_reads(
             continue
         members = _central_members(labels, orientation, centrality, lengths, reps, full_length,
                                    max(MEMBERS_PER_CLUSTER, search.reads))
-        # Pass 2's reads are the truncated ones, whose strands the k-mers are there to find:
-        # their k never grows (see CandidateSearch.k_for).
-        k = search.k_for(len(rows), float(lengths[rows].mean()), rc_seqs is not None) \
-            if full_pass else search.k
         new_labels, new_orient, n_moved = _rescue_pass(
             seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows, targets,
             neighbours_of, rate, details, upward_only=full_pass, seed=seed, search=search,
-            k=k, known_profiles=known_profiles, runner=runner,
+            known_profiles=known_profiles, runner=runner,
         )
         if n_moved:
             moved += n_moved
@@ -313,12 +309,16 @@ class CentralMembers:
 
 def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows,
                  targets, neighbours_of, rate, details, *, upward_only: bool, seed: int,
-                 search: CandidateSearch, k: int, known_profiles: dict, runner
+                 search: CandidateSearch, known_profiles: dict, runner
                  ) -> tuple[np.ndarray, np.ndarray, int]:
     labels, orientation = labels.copy(), orientation.copy()
     before = labels.copy()
     target_ids = np.flatnonzero(targets)
     started = time.perf_counter()
+    # Pass 2's reads are the truncated ones, whose strands the k-mers are there to find:
+    # their k never grows (see CandidateSearch.k_for).
+    k = search.k_for(len(rows), float(lengths[rows].mean()), rc_seqs is not None) \
+        if upward_only else search.k
     kmer_index = _member_kmers(seqs, rc_seqs, members, target_ids, search.reads, k)
     by_kmers, _ = search_in_tasks(kmer_index, strings_of(seqs, rows), MAX_CANDIDATES, runner,
                                   min_votes=search.min_votes)
