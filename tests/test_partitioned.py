@@ -3,6 +3,8 @@ index) and the whole chain in one process, on real files and real models."""
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from conftest import assert_clean_error, run_cli
@@ -11,7 +13,12 @@ from scale_data import simulate_run, small_encoder
 from dnaembed.cluster.dedupe import unique_reads
 from dnaembed.cluster.dedupe_hashes import sequence_hashes, unique_by_hashes
 from dnaembed.cluster.kmers import TARGET_BLOCK, KmerIndex, kmer_codes
-from dnaembed.cluster.partition import fit_partitioner, members_of_cells, pairs_sharing_a_partition
+from dnaembed.cluster.partition import (
+    Partitioner,
+    fit_partitioner,
+    members_of_cells,
+    pairs_sharing_a_partition,
+)
 from dnaembed.cluster.units import UnitSequences
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import InputError
@@ -177,21 +184,49 @@ def test_reads_kept_in_memory_while_streaming_are_spilled_when_the_plan_says(tmp
         store.close()
 
 
-def test_the_closest_cells_are_those_a_stable_sort_puts_first():
-    from dnaembed.cluster.partition import _closest
+def cells_by_sorting_every_boundary(part, y: np.ndarray) -> np.ndarray:
+    """What ``Partitioner.assign`` gives, the long way: every read's distance to every
+    cell's boundary with its nearest, sorted (stable: ties by cell)."""
+    c = part.centroids.astype(np.float64)
+    c_norm = (c * c).sum(axis=1)
+    gaps = np.sqrt(np.maximum(c_norm[:, None] + c_norm[None, :] - 2 * (c @ c.T), 0.0))
+    d2 = c_norm[None, :] - 2 * (y.astype(np.float64) @ c.T)
+    nearest = np.argmin(d2, axis=1)
+    rows = np.arange(len(y))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boundary = (d2 - d2[rows, nearest][:, None]) / (2 * gaps[nearest])
+    boundary[~np.isfinite(boundary)] = np.inf
+    boundary[rows, nearest] = -1.0
+    take = min(part.max_cells, part.cells)
+    order = np.argsort(boundary, axis=1, kind="stable")[:, :take]
+    inside = np.take_along_axis(boundary, order, axis=1) <= part.margin
+    want = np.full((len(y), part.max_cells), -1, dtype=np.int32)
+    want[:, :take] = np.where(inside, order, -1)
+    return want
 
+
+def test_a_reads_cells_are_those_that_sorting_every_boundary_puts_first():
     rng = np.random.default_rng(11)
-    for trial in range(200):
-        rows, cols = int(rng.integers(1, 40)), int(rng.integers(1, 25))
-        # Ties (small integers) and cells that never count (inf), sometimes most of them.
-        values = (rng.integers(0, 4, (rows, cols)).astype(float) if trial % 2
-                  else rng.normal(size=(rows, cols)))
-        values[rng.random((rows, cols)) < (0.7 if trial % 3 == 0 else 0.1)] = np.inf
-        take = int(rng.integers(1, cols + 1))
-        want = np.argsort(values, axis=1, kind="stable")[:, :take]
-        got, closest = _closest(values.copy(), take)
-        assert np.array_equal(got, want), trial
-        assert np.array_equal(closest, np.take_along_axis(values, want, axis=1)), trial
+    for trial in range(300):
+        dim, cells = int(rng.integers(1, 4)), int(rng.integers(2, 14))
+        # Small integers: ties between cells, identical centroids, reads on boundaries.
+        centroids = rng.integers(0, 3, (cells, dim)).astype(np.float32)
+        y = (rng.integers(0, 3, (60, dim)) + rng.choice([0.0, 0.5], (60, dim))).astype(np.float32)
+        part = Partitioner(None, None, centroids, float(rng.choice([0.0, 0.5, 1.0, 2.0])),
+                           int(rng.integers(1, cells + 2)))
+        got = part.assign(y)
+        assert np.array_equal(got, cells_by_sorting_every_boundary(part, y)), trial
+        assert np.array_equal(part.nearest(y), got[:, 0]), trial
+    # Vectors as the model's are, many cells: the same too, and after pickling (as a task
+    # to another process), which leaves the centroids' distances behind.
+    x = rng.normal(size=(20_000, 16)).astype(np.float32)
+    part = fit_partitioner(x, cells=150, search_dim=0, margin=0.5, max_cells=4, seed=3)
+    want = cells_by_sorting_every_boundary(part, x[:5000])
+    assert (want[:, 1] >= 0).mean() > 0.2
+    assert np.array_equal(part.assign(x[:5000]), want)
+    sent = pickle.loads(pickle.dumps(part))
+    assert sent._gaps is None and part._gaps is not None
+    assert np.array_equal(sent.assign(x[:5000]), want)
 
 
 def test_read_store_streams_several_files_and_refuses_a_repeated_id(tmp_path, write):

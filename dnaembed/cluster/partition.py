@@ -21,7 +21,7 @@ the margin pairs may be lost; :func:`pairs_sharing_a_partition` measures it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,6 +37,8 @@ KMEANS_POINTS_PER_CELL = 256
 #: 10^6 reads), fresh pages on every allocation: assigning took 1.4-2.3x the CPU of
 #: blocks that stay in cache (scripts/bench_assign.py).
 ASSIGN_ENTRIES = 1 << 18
+#: Rows per block at most: bounds the temporaries of the cells measured (below).
+ASSIGN_ROWS = 1_024
 
 
 @dataclass
@@ -55,6 +57,12 @@ class Partitioner:
     centroids: np.ndarray
     margin: float
     max_cells: int
+    #: The centroids' distances to one another, made on first use in each process
+    #: (not pickled with the tasks): ``(centroids, gaps)``.
+    _gaps: tuple | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_gaps": None}
 
     @property
     def cells(self) -> int:
@@ -72,54 +80,87 @@ class Partitioner:
         return ((x.astype(np.float64) - self.mean) @ self.components).astype(np.float32)
 
     def assign(self, vectors: np.ndarray) -> np.ndarray:
-        """Cells of each (search-space) vector: ``(n, max_cells)`` int32, nearest first, -1 pad."""
+        """Cells of each (search-space) vector: ``(n, max_cells)`` int32, nearest first, -1 pad.
+
+        After the nearest, the cells whose boundary is within the margin, closest
+        boundary first (ties: the lower cell)."""
         n = len(vectors)
         out = np.full((n, self.max_cells), -1, dtype=np.int32)
         if self.cells == 1:
             out[:, 0] = 0
             return out
-        c = self.centroids.astype(np.float64)
-        c_norm = (c * c).sum(axis=1)
-        gap = np.sqrt(np.maximum(
-            c_norm[:, None] + c_norm[None, :] - 2 * (c @ c.T), 0.0))  # |c_i - c_j|
-        batch = max(64, ASSIGN_ENTRIES // self.cells)
-        for start in range(0, n, batch):
-            y = np.asarray(vectors[start : start + batch], dtype=np.float64)
-            d2 = c_norm[None, :] - 2 * (y @ c.T)  # |y - c|^2 less |y|^2: same order
+        c, c_norm = self._centroids64()
+        gaps = self._centroid_gaps(c, c_norm)
+        for start, y, d2 in self._distances(vectors, c, c_norm):
             nearest = np.argmin(d2, axis=1)
-            rows = np.arange(len(y))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                boundary = (d2 - d2[rows, nearest][:, None]) / (2 * gap[nearest])
-            boundary[rows, nearest] = -1.0  # the nearest cell first
-            boundary[~np.isfinite(boundary)] = np.inf  # identical centroids: never twice
-            take = min(self.max_cells, self.cells)
-            best, closest = _closest(boundary, take)
-            inside = closest <= self.margin
-            out[start : start + len(y), :take] = np.where(inside, best, -1)
+            out[start : start + len(y), 0] = nearest
+            rows, cols, rank = self._within_margin(y, d2, nearest, gaps)
+            out[start + rows, 1 + rank] = cols
         return out
 
+    def nearest(self, vectors: np.ndarray) -> np.ndarray:
+        """Each (search-space) vector's nearest cell (int32): column 0 of :meth:`assign`."""
+        c, c_norm = self._centroids64()
+        out = np.zeros(len(vectors), dtype=np.int32)
+        for start, y, d2 in self._distances(vectors, c, c_norm):
+            out[start : start + len(y)] = np.argmin(d2, axis=1)
+        return out
 
-def _closest(boundary: np.ndarray, take: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the ``take`` columns of smallest value, in order (ties by column number),
-    and their values.
+    def _centroids64(self) -> tuple[np.ndarray, np.ndarray]:
+        c = self.centroids.astype(np.float64)
+        return c, (c * c).sum(axis=1)
 
-    ``take`` passes of a minimum (the first of equal values: the lowest column), not
-    a sort of every row, which would cost each read the log of the number of cells,
-    and that grows with the input. ``boundary`` is overwritten."""
-    n = len(boundary)
-    # Rows with fewer finite values than taken (identical centroids): a stable sort.
-    short = np.flatnonzero(np.isfinite(boundary).sum(axis=1) < take)
-    by_sort = np.argsort(boundary[short], axis=1, kind="stable")[:, :take]
-    by_sort_values = np.take_along_axis(boundary[short], by_sort, axis=1)
-    rows = np.arange(n)
-    best = np.empty((n, take), dtype=np.int64)
-    values = np.empty((n, take), dtype=boundary.dtype)
-    for j in range(take):
-        col = np.argmin(boundary, axis=1)
-        best[:, j], values[:, j] = col, boundary[rows, col]
-        boundary[rows, col] = np.inf
-    best[short], values[short] = by_sort, by_sort_values
-    return best, values
+    def _centroid_gaps(self, c: np.ndarray, c_norm: np.ndarray) -> np.ndarray:
+        """``|c_i - c_j|`` (cells x cells, float64: 48 MB at 2,444 cells), in blocks of rows
+        that stay in cache (the whole matrix's temporaries at once took ten times as long)."""
+        if self._gaps is not None and self._gaps[0] is self.centroids:
+            return self._gaps[1]
+        gaps = np.empty((self.cells, self.cells))
+        for start in range(0, self.cells, ASSIGN_ROWS):
+            block = slice(start, start + ASSIGN_ROWS)
+            gaps[block] = np.sqrt(np.maximum(
+                c_norm[block, None] + c_norm[None, :] - 2 * (c[block] @ c.T), 0.0))
+        self._gaps = (self.centroids, gaps)
+        return gaps
+
+    def _distances(self, vectors: np.ndarray, c: np.ndarray, c_norm: np.ndarray):
+        """Blocks of rows: ``(start, y, |y - c|^2 - |y|^2)`` in float64 (the same order as
+        the distances)."""
+        batch = min(ASSIGN_ROWS, max(64, ASSIGN_ENTRIES // self.cells))
+        for start in range(0, len(vectors), batch):
+            y = np.asarray(vectors[start : start + batch], dtype=np.float64)
+            yield start, y, c_norm[None, :] - 2 * (y @ c.T)
+
+    def _within_margin(self, y: np.ndarray, d2: np.ndarray, nearest: np.ndarray,
+                       gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The other cells whose boundary is within the margin: ``(rows, cells, rank)``,
+        rank 0 the closest boundary, at most ``max_cells - 1`` a row.
+
+        A read's distance to the boundary between its nearest cell ``i`` and a cell ``j``
+        is ``(|y - c_j|^2 - |y - c_i|^2) / (2 |c_i - c_j|)``. It is measured only for the
+        cells that pass a cheap screen: as ``|c_i - c_j| <= |y - c_i| + |y - c_j|``, a
+        boundary within the margin has ``|y - c_j| <= |y - c_i| + 2 margin`` (with some
+        slack for rounding). At 2,444 cells ~20-60 of them pass; measuring every cell took
+        as long as the distances to the centroids.
+        """
+        rows = np.arange(len(y))
+        near = d2[rows, nearest]
+        y_norm = (y * y).sum(axis=1)
+        slack = 1e-6 * (y_norm + np.abs(near) + 1.0)
+        reach = (np.sqrt(np.maximum(near + y_norm, 0.0)) + 2 * self.margin) ** 2 - y_norm + slack
+        # flatnonzero: a 2-D nonzero cost ten times as much.
+        r, j = np.divmod(np.flatnonzero(d2 <= reach[:, None]), d2.shape[1])
+        i = nearest[r]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            boundary = (d2[r, j] - near[r]) / (2 * gaps[i, j])
+        # Not the nearest itself, nor a cell with the same centroid (0/0 or x/0).
+        keep = (j != i) & np.isfinite(boundary) & (boundary <= self.margin)
+        r, j, boundary = r[keep], j[keep], boundary[keep]
+        order = np.lexsort((j, boundary, r))
+        r, j = r[order], j[order]
+        rank = np.arange(len(r)) - np.searchsorted(r, r)
+        taken = rank < self.max_cells - 1
+        return r[taken], j[taken], rank[taken]
 
 
 def fit_partitioner(

@@ -180,7 +180,7 @@ class RepresentativeRounds:
                 parts.append((self.rescue_rows, True, False))
         queries = _Queries.join(parts)
         home = np.concatenate([db_cells[asked, 0]] + [
-            part.assign(self._vectors(units, reverse))[:, 0] for units, reverse, _ in parts[1:]
+            part.nearest(self._vectors(units, reverse)) for units, reverse, _ in parts[1:]
         ]).astype(np.int64)
         members = [reps[m] for m in members_of_cells(db_cells, part.cells)]
         del db_cells
