@@ -83,6 +83,18 @@ def test_every_pair_within_the_margin_shares_a_partition():
     assert np.array_equal(again.centroids, part.centroids)
 
 
+def test_the_cells_fitted_on_one_thread_or_three_are_the_same():
+    # Enough points for faiss to split its distances into blocks (4,096 queries), and
+    # cells enough that some empty ones are split again (its seeded random steps).
+    rng = np.random.default_rng(5)
+    centres = rng.normal(size=(1500, 16))
+    x = (centres[rng.integers(0, 1500, 20_000)] + 0.3 * rng.normal(size=(20_000, 16)))
+    fits = [fit_partitioner(x.astype(np.float32), cells=300, search_dim=8, margin=0.5,
+                            max_cells=4, seed=2, threads=threads) for threads in (1, 3, 1)]
+    assert all(np.array_equal(f.centroids, fits[0].centroids) for f in fits[1:])
+    assert len(np.unique(fits[0].centroids, axis=0)) == 300
+
+
 def test_a_chunk_embedded_without_its_cells_has_the_same_vectors(small_model):
     from dnaembed.cluster.partition_tasks import EmbedTask, embed_chunk
     from dnaembed.io.spill import pack_strings

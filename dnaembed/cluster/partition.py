@@ -134,29 +134,27 @@ class Partitioner:
     def _within_margin(self, y: np.ndarray, d2: np.ndarray, nearest: np.ndarray,
                        gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The other cells whose boundary is within the margin: ``(rows, cells, rank)``,
-        rank 0 the closest boundary, at most ``max_cells - 1`` a row.
+        rank 0 the closest boundary, at most ``max_cells - 1`` a row. ``d2`` is overwritten.
 
         A read's distance to the boundary between its nearest cell ``i`` and a cell ``j``
-        is ``(|y - c_j|^2 - |y - c_i|^2) / (2 |c_i - c_j|)``. It is measured only for the
-        cells that pass a cheap screen: as ``|c_i - c_j| <= |y - c_i| + |y - c_j|``, a
-        boundary within the margin has ``|y - c_j| <= |y - c_i| + 2 margin`` (with some
-        slack for rounding). At 2,444 cells ~20-60 of them pass; measuring every cell took
-        as long as the distances to the centroids.
+        is ``(|y - c_j|^2 - |y - c_i|^2) / (2 |c_i - c_j|)``. The whole matrix is only
+        screened, multiplied out and with slack for rounding; the distance is divided
+        out for the few cells that pass (~1-3 a read). Dividing, then taking the closest
+        boundary ``max_cells`` times over every cell, took twice as long.
         """
         rows = np.arange(len(y))
         near = d2[rows, nearest]
-        y_norm = (y * y).sum(axis=1)
-        slack = 1e-6 * (y_norm + np.abs(near) + 1.0)
-        reach = (np.sqrt(np.maximum(near + y_norm, 0.0)) + 2 * self.margin) ** 2 - y_norm + slack
-        # flatnonzero: a 2-D nonzero cost ten times as much.
-        r, j = np.divmod(np.flatnonzero(d2 <= reach[:, None]), d2.shape[1])
+        diff = np.subtract(d2, near[:, None], out=d2)
+        reach = np.multiply(gaps[nearest], 2 * self.margin * (1 + 1e-9))
+        r, j = np.divmod(np.flatnonzero(diff <= reach), d2.shape[1])
         i = nearest[r]
         with np.errstate(divide="ignore", invalid="ignore"):
-            boundary = (d2[r, j] - near[r]) / (2 * gaps[i, j])
-        # Not the nearest itself, nor a cell with the same centroid (0/0 or x/0).
+            boundary = diff[r, j] / (2 * gaps[i, j])
+        # Not the nearest itself, nor a cell with the same centroid (0/0).
         keep = (j != i) & np.isfinite(boundary) & (boundary <= self.margin)
         r, j, boundary = r[keep], j[keep], boundary[keep]
-        order = np.lexsort((j, boundary, r))
+        # Already by row, then cell: a stable sort by boundary within rows keeps ties by cell.
+        order = np.lexsort((boundary, r))
         r, j = r[order], j[order]
         rank = np.arange(len(r)) - np.searchsorted(r, r)
         taken = rank < self.max_cells - 1
@@ -171,12 +169,14 @@ def fit_partitioner(
     margin: float,
     max_cells: int,
     seed: int = 0,
+    threads: int | None = None,
 ) -> Partitioner:
     """Fit the projection and the quantizer on a sample of the model's vectors.
 
     ``margin``: in units of the sample's spread in the search space (the root
     mean square of its per-dimension standard deviations), so that it means
-    the same for models of other widths and scales.
+    the same for models of other widths and scales. ``threads``: of the k-means
+    (None: faiss's setting for the calling thread); the cells are the same on any.
     """
     import faiss
 
@@ -195,14 +195,31 @@ def fit_partitioner(
         return part
     kmeans = faiss.Kmeans(y.shape[1], cells, niter=KMEANS_ITERATIONS, seed=seed, verbose=False,
                           max_points_per_centroid=KMEANS_POINTS_PER_CELL)
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)  # the centroids must not depend on the number of threads
-    try:
-        kmeans.train(y)
-    finally:
-        faiss.omp_set_num_threads(threads)
+    _train(kmeans, y, threads)
     part.centroids = np.ascontiguousarray(kmeans.centroids, dtype=np.float32)
     return part
+
+
+def _train(kmeans, y: np.ndarray, threads: int | None) -> None:
+    """Train faiss's k-means on ``threads`` threads (None: as many as faiss has on this
+    thread), numpy's BLAS included, which the tasks may hold to one.
+
+    The centroids do not depend on the number of threads: faiss splits the distances
+    by points and the centroids' sums by centroid, each summing its points in their
+    order (tests/test_partitioned.py checks it). On one thread the fit was the longest
+    serial step of 10^7 reads (55 s on the GPU machine's client, docs/scaling.md).
+    """
+    import faiss
+    from threadpoolctl import threadpool_limits
+
+    before = faiss.omp_get_max_threads()
+    threads = threads or before
+    faiss.omp_set_num_threads(threads)
+    try:
+        with threadpool_limits(limits=threads, user_api="blas"):
+            kmeans.train(y)
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 def _principal_axes(x: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
