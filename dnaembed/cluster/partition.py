@@ -37,7 +37,8 @@ KMEANS_POINTS_PER_CELL = 256
 #: 10^6 reads), fresh pages on every allocation: assigning took 1.4-2.3x the CPU of
 #: blocks that stay in cache (scripts/bench_assign.py).
 ASSIGN_ENTRIES = 1 << 18
-#: Rows per block at most: bounds the temporaries of the cells measured (below).
+#: Rows per block at most, of reads and of the centroids' distances to one another: a
+#: block's temporaries stay in cache whatever the number of cells.
 ASSIGN_ROWS = 1_024
 
 
@@ -206,7 +207,9 @@ def _train(kmeans, y: np.ndarray, threads: int | None) -> None:
 
     The centroids do not depend on the number of threads: faiss splits the distances
     by points and the centroids' sums by centroid, each summing its points in their
-    order (tests/test_partitioned.py checks it). On one thread the fit was the longest
+    order, and the OpenBLAS of faiss-cpu's wheels splits a matrix product by rows and
+    columns, not along the sums (found bit-identical on 1 to 16 threads;
+    tests/test_partitioned.py checks 1 and 3). On one thread the fit was the longest
     serial step of 10^7 reads (55 s on the GPU machine's client, docs/scaling.md).
     """
     import faiss
