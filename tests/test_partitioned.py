@@ -84,8 +84,8 @@ def test_every_pair_within_the_margin_shares_a_partition():
 
 
 def test_the_cells_fitted_on_one_thread_or_three_are_the_same():
-    # Enough points for faiss to split its distances into blocks (4,096 queries), and
-    # cells enough that some empty ones are split again (its seeded random steps).
+    # Enough points for faiss to split its distances into blocks (of 4,096 queries),
+    # which its threads then share.
     rng = np.random.default_rng(5)
     centres = rng.normal(size=(1500, 16))
     x = (centres[rng.integers(0, 1500, 20_000)] + 0.3 * rng.normal(size=(20_000, 16)))
