@@ -110,6 +110,11 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     add_write_docs(p, "Assigning reads to cells, and fitting the cells")
     args = p.parse_args()
+    for option in ("repeats", "threads"):
+        if getattr(args, option) < 1:
+            p.error(f"--{option} must be at least 1, not {getattr(args, option)}")
+    if min(args.cells) < 2:
+        p.error(f"--cells must be at least 2, not {min(args.cells)}")
     rng = np.random.default_rng(args.seed)
     y = vectors(max(READS, 64 * max(args.cells)), rng)
     lines = ["| cells | every boundary: CPU µs/read | screened: CPU µs/read | screened, "

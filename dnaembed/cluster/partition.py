@@ -95,7 +95,7 @@ class Partitioner:
         for start, y, d2 in self._distances(vectors, c, c_norm):
             nearest = np.argmin(d2, axis=1)
             out[start : start + len(y), 0] = nearest
-            rows, cols, rank = self._within_margin(y, d2, nearest, gaps)
+            rows, cols, rank = self._within_margin(d2, nearest, gaps)
             out[start + rows, 1 + rank] = cols
         return out
 
@@ -132,7 +132,7 @@ class Partitioner:
             y = np.asarray(vectors[start : start + batch], dtype=np.float64)
             yield start, y, c_norm[None, :] - 2 * (y @ c.T)
 
-    def _within_margin(self, y: np.ndarray, d2: np.ndarray, nearest: np.ndarray,
+    def _within_margin(self, d2: np.ndarray, nearest: np.ndarray,
                        gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The other cells whose boundary is within the margin: ``(rows, cells, rank)``,
         rank 0 the closest boundary, at most ``max_cells - 1`` a row. ``d2`` is overwritten.
@@ -144,7 +144,7 @@ class Partitioner:
         every one, then taking the closest ``max_cells`` times over all, cost 1.4x the
         CPU at 2,444 cells (scripts/bench_assign.py).
         """
-        rows = np.arange(len(y))
+        rows = np.arange(len(d2))
         near = d2[rows, nearest]
         diff = np.subtract(d2, near[:, None], out=d2)
         reach = np.multiply(gaps[nearest], 2 * self.margin * (1 + 1e-9))
