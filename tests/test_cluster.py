@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from dnaembed.cluster import DbscanClusterer, GraphClusterer, KMeansClusterer, make_clusterer
+from dnaembed.cluster.candidates import CandidatePairs, distances_within_cuts
 from dnaembed.cluster.dedupe import unique_reads
 from dnaembed.cluster.kmers import KmerIndex
 from dnaembed.encoding import reverse_complement
@@ -246,3 +247,28 @@ def test_kmer_index_finds_the_strand_of_a_fragment_in_either_orientation():
     assert found[0, 0] == 7 and flips[0, 0] == 0
     assert found[1, 0] == 9 and flips[1, 0] == 1
     assert (found[2:] == -1).all()
+
+
+def test_each_pair_is_checked_against_its_own_cut_whatever_the_others_cuts():
+    import Levenshtein
+
+    rng = np.random.default_rng(4)
+    bases = np.array(list("ACGT"))
+    seqs = ["".join(rng.choice(bases, int(n))) for n in rng.integers(100, 260, 60)]
+    seqs += [s[: len(s) - 7] + "ACG" for s in seqs[:20]]  # near copies, a few edits away
+    rc = [reverse_complement(s) for s in seqs]
+    lo = rng.integers(0, len(seqs) - 1, 400)
+    hi = lo + 1 + rng.integers(0, len(seqs) - 1 - lo)
+    lo, hi = np.r_[lo, np.arange(20)], np.r_[hi, np.arange(60, 80)]
+    parity = rng.integers(0, 2, len(lo)).astype(np.int8)
+    parity[-20:] = 0
+    pairs = CandidatePairs(lo, hi, parity, np.zeros(len(lo), np.float32))
+    # Cuts on both sides of rapidfuzz's one-word kernel (2 cut + 1 <= 64), mixed in one call.
+    cuts = rng.choice([0, 5, 29, 31, 32, 60, 120], len(lo))
+    got = distances_within_cuts(seqs, rc, pairs, cuts)
+    exact = np.array([Levenshtein.distance(rc[a] if p else seqs[a], seqs[b])
+                      for a, b, p in zip(lo.tolist(), hi.tolist(), parity.tolist())])
+    within = exact <= cuts
+    assert within.sum() >= 20 and (~within).sum() >= 100
+    assert np.array_equal(got[within], exact[within])
+    assert (got[~within] > cuts[~within]).all()

@@ -310,6 +310,23 @@ def test_partitioned_clusters_match_the_truth(sim, tmp_path):
     assert scores["A_0.9"] >= 0.97, scores
 
 
+def test_the_threshold_sample_comes_from_a_few_cells_and_runs_past_the_cut(sim):
+    from dnaembed.cluster.partitioned import THRESHOLD_SAMPLE_CELLS
+
+    model = load_model(None).model
+    with (InlineExecutor(2) as runner,
+          clustered_files([f"{sim}.fastq.gz"], model, runner,
+                          params={"partition_size": 32}) as (result, store)):
+        stats = result.stats
+        assert stats["partitions"] > THRESHOLD_SAMPLE_CELLS
+        assert stats["threshold_sample_cells"] == THRESHOLD_SAMPLE_CELLS
+        assert 0 < stats["threshold_sample_reads"] < len(result.labels)  # those cells' reads
+        # The sample's distances run past the cut (the unrelated peak); no linked pair does.
+        histogram = np.asarray(stats["distance_histogram"])
+        assert len(histogram) > 2 * result.threshold.max_dist
+        assert stats["verified_pairs"] > len(store.ids)
+
+
 def test_same_output_whatever_the_threads_and_what_is_spilled(sim, small_model, tmp_path):
     model = load_model(small_model).model
     outputs = []

@@ -32,7 +32,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs, levenshtein_pairs
+from dnaembed.cluster.candidates import (
+    CandidatePairs,
+    candidate_pairs,
+    distances_within_cuts,
+    levenshtein_pairs,
+)
 from dnaembed.cluster.labels import assemble
 from dnaembed.cluster.params import Interval, Options, validate_params
 from dnaembed.cluster.search import PROJECTED_DIM, NeighbourIndex, Neighbours, self_neighbours
@@ -396,8 +401,7 @@ class Clusterer:
         cuts = cuts[possible]
         start = time.perf_counter()
         rc = self._rc_seqs(data) if checked.parity.any() else None
-        cutoff = int(cuts.max()) if len(cuts) else 0
-        dist = levenshtein_pairs(data.seqs, rc, checked, cutoff=cutoff, workers=self._workers())
+        dist = distances_within_cuts(data.seqs, rc, checked, cuts, workers=self._workers())
         self._add_time("check", start)
         out = np.full(len(pairs), -1, dtype=np.int64)
         out[np.flatnonzero(possible)[dist <= cuts]] = dist[dist <= cuts]

@@ -25,7 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs, levenshtein_pairs
+from dnaembed.cluster.candidates import (
+    CandidatePairs,
+    candidate_pairs,
+    distances_within_cuts,
+    levenshtein_pairs,
+)
 from dnaembed.cluster.partition import Partitioner
 from dnaembed.cluster.search import Neighbours
 from dnaembed.cluster.threshold import Threshold
@@ -159,8 +164,7 @@ def _checked(seqs, rc, pairs: CandidatePairs, lengths: np.ndarray, cut: Threshol
     possible = (np.abs(lengths[pairs.lo] - lengths[pairs.hi]) <= cuts) & (
         np.minimum(lengths[pairs.lo], lengths[pairs.hi]) > 0)
     pairs, cuts = pairs.subset(possible), cuts[possible]
-    cutoff = int(cuts.max()) if len(cuts) else 0
-    dist = levenshtein_pairs(seqs, rc, pairs, cutoff=cutoff, workers=1)
+    dist = distances_within_cuts(seqs, rc, pairs, cuts, workers=1)
     close = dist <= cuts
     return pairs.subset(close), dist[close]
 

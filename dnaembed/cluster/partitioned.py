@@ -9,10 +9,10 @@ heavy work is independent tasks (:mod:`dnaembed.cluster.partition_tasks`):
    (:mod:`dnaembed.cluster.partition`);
 2. embed every unit in fixed chunks: vectors (float16, in the search space,
    in memory or spilled) and cells;
-3. round 1, per partition: exact neighbours of its home reads among its
-   members, exact check -> pairs, and the threshold sample's full distances;
-   the threshold from the sample (until it is known, pairs are checked
-   against an upper cut, :data:`UPPER_CUT_FRACTION` of the median length);
+3. the threshold, from the full distances of a sample's candidate pairs
+   (the sample's reads searched first, in a few cells); then round 1, per
+   partition: exact neighbours of its home reads among its members, checked
+   exactly against the threshold -> pairs;
 4. one union-find over all pairs, guarded as today (in this process);
 5. rounds 2, 3, ...: the representative of every cluster, as read and
    reverse-complemented, searched among the representatives, partitioned
@@ -73,10 +73,10 @@ from dnaembed.log import logger
 
 #: Reads whose neighbours are checked in full to choose the threshold (as the graph method).
 THRESHOLD_SAMPLE_READS = 4_000
+#: Cells those reads are drawn from at most (see :meth:`_Run._threshold_sample`).
+THRESHOLD_SAMPLE_CELLS = 32
 #: Fewest reads per embedding chunk (below the plan's chunk size).
 MIN_CHUNK = 1_024
-#: Until the threshold is known, pairs within this fraction of the median length are kept.
-UPPER_CUT_FRACTION = 0.5
 
 
 @dataclass
@@ -338,40 +338,64 @@ class _Run:
         return cell_blocks, truncated
 
     def first_round(self, max_dist: int | None) -> tuple[Threshold, CandidatePairs, np.ndarray]:
-        """Step 3: every partition's checked pairs; the threshold; the pairs within it."""
+        """Step 3: the threshold from a sample's full distances; then every partition's
+        pairs within it."""
         median = self.units.median_length
-        sample = np.zeros(len(self.units), dtype=bool)
-        rng = np.random.default_rng([self.seed, 7])
-        n = len(self.units)
-        sample[rng.choice(n, min(n, THRESHOLD_SAMPLE_READS), replace=False)] = True
-        upper = max_dist if max_dist is not None else int(np.ceil(UPPER_CUT_FRACTION * median))
-        while True:
-            cut = Threshold(upper, "upper", reference_length=median)
-            lo, hi, dist, sample_pairs = self._search_partitions(cut, sample)
-            threshold, histogram = _choose_threshold(sample_pairs, self.units.lengths, median,
-                                                     self.seed, max_dist)
-            if threshold.max_dist <= upper:
-                break
-            logger.info("threshold %d is above the upper cut %d: partitions searched again",
-                        threshold.max_dist, upper)
-            upper = threshold.max_dist
-        self.stage.stats["distance_histogram"] = histogram
-        noisy = threshold.source == "fallback" and n > 50
-        (logger.warning if noisy else logger.info)("%s", threshold.describe())
-        lengths = self.units.lengths
-        keep = dist <= threshold.cuts(np.maximum(lengths[lo], lengths[hi]))
-        self.stage.count("verified_pairs", int(keep.sum()))
-        edges = CandidatePairs(lo[keep], hi[keep], np.zeros(int(keep.sum()), np.int8),
-                               np.zeros(int(keep.sum()), np.float32))
-        return threshold, edges, dist[keep]
-
-    def _search_partitions(self, cut: Threshold, sample: np.ndarray):
         start = self.stage.clock()
+        cells, sample = self._threshold_sample()
+        self.stage.stats.update(threshold_sample_cells=len(cells),
+                                threshold_sample_reads=int(sample.sum()))
+        # The sample's pairs alone; a zero cut, as round 1 checks its reads' pairs.
+        _, _, _, sample_pairs = self._search_partitions(Threshold(0, "upper"), sample, cells,
+                                                        desc="searching a sample",
+                                                        sample_only=True)
+        threshold, histogram = _choose_threshold(sample_pairs, self.units.lengths, median,
+                                                 self.seed, max_dist)
+        self.stage.stats["distance_histogram"] = histogram
+        noisy = threshold.source == "fallback" and len(self.units) > 50
+        (logger.warning if noisy else logger.info)("%s", threshold.describe())
+        none = np.zeros(len(self.units), dtype=bool)
+        lo, hi, dist, _ = self._search_partitions(threshold, none, range(len(self.members)),
+                                                  desc="searching partitions")
+        self.stage.timed("search", start)
+        self.stage.count("verified_pairs", len(lo))
+        zeros = np.zeros(len(lo), np.int8)
+        return threshold, CandidatePairs(lo, hi, zeros, zeros.astype(np.float32)), dist
+
+    def _threshold_sample(self) -> tuple[np.ndarray, np.ndarray]:
+        """The cells whose reads the threshold is chosen from, and a mask of those reads.
+
+        :data:`THRESHOLD_SAMPLE_READS` reads of :data:`THRESHOLD_SAMPLE_CELLS` cells at most
+        (all cells when there are no more): the sample's neighbours are searched in their
+        cells before the partitions are, so that the partitions check their pairs
+        against the threshold itself, and a cell searched twice costs its packing again.
+        """
+        n, cells = len(self.units), len(self.members)
+        rng = np.random.default_rng([self.seed, 7])
+        chosen = np.arange(cells)
+        if cells > THRESHOLD_SAMPLE_CELLS:
+            chosen = np.sort(rng.choice(cells, THRESHOLD_SAMPLE_CELLS, replace=False))
+        pool = np.flatnonzero(np.isin(self.home, chosen))
+        sample = np.zeros(n, dtype=bool)
+        sample[pool[rng.choice(len(pool), min(len(pool), THRESHOLD_SAMPLE_READS),
+                               replace=False)]] = True
+        return chosen, sample
+
+    def _search_partitions(self, cut: Threshold, sample: np.ndarray, cells, *, desc: str,
+                           sample_only: bool = False):
+        """Round 1 in ``cells``: the pairs of their home reads within ``cut``, and the full
+        distances of the pairs of the reads in ``sample``; ``sample_only``: only the
+        sample's reads are searched for (the cells without one are skipped)."""
 
         def tasks():
-            for cell, members in enumerate(self.members):
-                data, lengths = self.units.seqs.packed(members)
+            for cell in cells:
+                members = self.members[cell]
                 home = self.home[members] == cell
+                if sample_only:
+                    home &= sample[members]
+                    if not home.any():
+                        continue
+                data, lengths = self.units.seqs.packed(members)
                 yield PartitionTask(members, self.vectors.take(members), data, lengths, home,
                                     sample[members] & home, cut, self.neighbours)
 
@@ -381,8 +405,7 @@ class _Run:
         pairs = PairCollector(n, int(cut.cuts(np.array([longest]))[0]))
         names = ("sample_lo", "sample_hi", "sample_dist")
         parts: dict[str, list] = {k: [] for k in names}
-        for result in self.runner.map(search_partition, tasks(), desc="searching partitions",
-                                      unit="partition"):
+        for result in self.runner.map(search_partition, tasks(), desc=desc, unit="partition"):
             pairs.add(result.lo, result.hi, np.zeros(len(result.lo), np.int8), result.dist)
             for key in names:
                 parts[key].append(getattr(result, key))
@@ -393,7 +416,6 @@ class _Run:
         slo, shi, _, sdist = distinct_pairs(joined["sample_lo"], joined["sample_hi"],
                                             np.zeros(len(joined["sample_lo"]), np.int8),
                                             joined["sample_dist"], n=n)
-        self.stage.timed("search", start)
         return lo, hi, dist, (slo, shi, sdist)
 
 
