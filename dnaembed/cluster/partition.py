@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dnaembed.cluster.search import faiss_module
 from dnaembed.errors import DnaembedError
 
 #: Width of the search space when the model's vectors are wider.
@@ -180,7 +181,7 @@ def fit_partitioner(
     the same for models of other widths and scales. ``threads``: of the k-means
     (None: faiss's setting for the calling thread); the cells are the same on any.
     """
-    import faiss
+    faiss = faiss_module()
 
     x = np.asarray(sample, dtype=np.float32)
     if x.ndim != 2 or len(x) == 0:
@@ -213,9 +214,9 @@ def _train(kmeans, y: np.ndarray, threads: int | None) -> None:
     tests/test_partitioned.py checks 1 and 3). On one thread the fit was the longest
     serial step of 10^7 reads (55 s on the GPU machine's client, docs/scaling.md).
     """
-    import faiss
     from threadpoolctl import threadpool_limits
 
+    faiss = faiss_module()
     before = faiss.omp_get_max_threads()
     threads = threads or before
     faiss.omp_set_num_threads(threads)

@@ -32,7 +32,7 @@ from dnaembed.cluster.candidates import (
     levenshtein_pairs,
 )
 from dnaembed.cluster.partition import Partitioner
-from dnaembed.cluster.search import Neighbours
+from dnaembed.cluster.search import Neighbours, faiss_module
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
 from dnaembed.io.spill import unpack_strings
@@ -124,8 +124,7 @@ class PartitionEdges:
 
 
 def _index(vectors: np.ndarray):
-    import faiss
-
+    faiss = faiss_module()
     faiss.omp_set_num_threads(1)  # per calling thread: see the module notes
     x = np.ascontiguousarray(vectors, dtype=np.float32)
     index = faiss.IndexFlatL2(x.shape[1])

@@ -52,6 +52,26 @@ REFINE_FACTOR = 2
 QUERY_BATCH = 65_536
 
 
+#: faiss computes an exact search by BLAS only from this many query entries (queries x
+#: width) on; below, a direct loop. Its default, 128,000, is 2,000 queries at the search
+#: space's 64 dimensions, and there the loop took 4.0-5.0 ns a distance against 1.6-2.6
+#: by BLAS, for 20 to 1,900 queries among 4,000 to 24,000 vectors (one thread, AVX2),
+#: with the same neighbours (the later rounds' cells and the threshold sample's have
+#: fewer queries). Here: twenty queries at 64 dimensions.
+BLAS_MIN_ENTRIES = 20 * 64
+
+
+def faiss_module():
+    """faiss, its exact search on BLAS from :data:`BLAS_MIN_ENTRIES` on. Every use of
+    faiss goes through here, so that every process (the client, each worker) searches
+    with the same setting whatever ran in it before: the setting is the process's, and
+    the two ways round differ in the last bits of a distance."""
+    import faiss
+
+    faiss.cvar.distance_compute_blas_threshold = BLAS_MIN_ENTRIES
+    return faiss
+
+
 @dataclass
 class Neighbours:
     """``k`` nearest indexed rows of each query: squared distances and row indices.
@@ -80,7 +100,7 @@ class NeighbourIndex:
         exact_limit: int = EXACT_LIMIT,
         projected_dim: int = PROJECTED_DIM,
     ):
-        import faiss
+        faiss = faiss_module()
 
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.ndim != 2:
