@@ -1,7 +1,12 @@
 import numpy as np
 import pytest
 
-from dnaembed.cluster.search import NeighbourIndex, self_neighbours
+from dnaembed.cluster.search import (
+    BLAS_MIN_ENTRIES,
+    NeighbourIndex,
+    faiss_module,
+    self_neighbours,
+)
 from dnaembed.errors import DnaembedError
 
 
@@ -19,6 +24,20 @@ def test_exact_index_returns_the_true_nearest_rows():
     expected = np.argsort(brute, axis=1, kind="stable")[:, :5]
     assert np.array_equal(np.sort(found.indices, axis=1), np.sort(expected, axis=1))
     assert np.allclose(np.sort(found.distances, axis=1), np.sort(brute, axis=1)[:, :5], atol=1e-2)
+
+
+def test_small_batches_go_to_blas_and_find_the_true_nearest_rows():
+    # Below faiss's own threshold (2,000 queries at 64 dimensions), now by BLAS.
+    x, _ = clustered_vectors(n_centres=100, dim=64)
+    index = NeighbourIndex(x, kind="exact")
+    assert faiss_module().cvar.distance_compute_blas_threshold == BLAS_MIN_ENTRIES
+    for n in (20, 300):
+        found = index.search(x[:n], 6)
+        brute = ((x[:n, None, :] - x[None, :, :]) ** 2).sum(-1)
+        expected = np.argsort(brute, axis=1, kind="stable")[:, :6]
+        assert np.array_equal(np.sort(found.indices, axis=1), np.sort(expected, axis=1))
+        assert np.allclose(np.sort(found.distances, axis=1), np.sort(brute, axis=1)[:, :6],
+                           atol=1e-2)
 
 
 def test_auto_switches_to_hnsw_beyond_the_limit_and_finds_the_same_groups():
