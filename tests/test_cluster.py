@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from dnaembed.cluster import DbscanClusterer, GraphClusterer, KMeansClusterer, make_clusterer
-from dnaembed.cluster.candidates import CandidatePairs, distances_within_cuts
+from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs, distances_within_cuts
 from dnaembed.cluster.dedupe import unique_reads
 from dnaembed.cluster.kmers import KmerIndex
+from dnaembed.cluster.search import Neighbours
 from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
 from dnaembed.evaluate.clustering import clustering_scores
@@ -272,3 +273,11 @@ def test_each_pair_is_checked_against_its_own_cut_whatever_the_others_cuts():
     assert within.sum() >= 20 and (~within).sum() >= 100
     assert np.array_equal(got[within], exact[within])
     assert (got[~within] > cuts[~within]).all()
+
+
+def test_candidate_pairs_of_large_read_numbers_in_int32_are_not_wrapped():
+    rows = np.array([999_000, 5], dtype=np.int32)
+    indices = np.array([[998_999, 7], [999_000, -1]], dtype=np.int32)
+    pairs = candidate_pairs(Neighbours(np.ones((2, 2), np.float32), indices), rows=rows)
+    assert sorted(zip(pairs.lo.tolist(), pairs.hi.tolist())) == [
+        (5, 999_000), (7, 999_000), (998_999, 999_000)]

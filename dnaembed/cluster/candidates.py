@@ -51,8 +51,9 @@ def candidate_pairs(
     qs, ns, ps, ds = [], [], [], []
     for nb, parity in parts:
         n, k = nb.indices.shape
-        q = np.repeat(np.arange(n, dtype=np.int64) if rows is None else rows, k)
-        j = nb.indices.reshape(-1)
+        # int64: the pairs' keys below are products of read numbers.
+        q = np.repeat(np.arange(n) if rows is None else rows, k).astype(np.int64)
+        j = nb.indices.reshape(-1).astype(np.int64)
         d = nb.distances.reshape(-1)
         ok = (j >= 0) & (j != q)
         qs.append(q[ok])

@@ -1,14 +1,16 @@
 """The independent tasks of partitioned clustering: plain data in, plain data out.
 
-Three kinds, each a module-level function of one dataclass (so that any
+Four kinds, each a module-level function of one dataclass (so that any
 executor can pickle it to another process or machine and run it again after
 a failure):
 
 * :func:`embed_chunk`: a chunk of reads -> their vectors in the search space
   (float16) and their cells; or, for the partition sample, full vectors;
+* :func:`sample_neighbours`: one partition's reads of the threshold sample ->
+  their neighbours among all its members (vectors only: their distances are
+  computed where the threshold is chosen);
 * :func:`search_partition`: one partition -> the exact-checked candidate pairs
-  of its home reads (neighbours searched exactly among all its members), and
-  the full distances of the threshold sample's pairs;
+  of its home reads (neighbours searched exactly among all its members);
 * :func:`query_partition`: one partition and reads from elsewhere (the
   reverse complements of cluster representatives, the rescue's reads) ->
   their checked pairs, or their neighbour lists.
@@ -29,7 +31,6 @@ from dnaembed.cluster.candidates import (
     CandidatePairs,
     candidate_pairs,
     distances_within_cuts,
-    levenshtein_pairs,
 )
 from dnaembed.cluster.partition import Partitioner
 from dnaembed.cluster.search import Neighbours, faiss_module
@@ -91,12 +92,23 @@ def embed_chunk(model, task: EmbedTask) -> EmbedResult:
 
 
 @dataclass
+class SampleTask:
+    """One partition's members (unit ids, increasing) and their vectors; ``queries``: the
+    rows of its home members in the threshold sample; ``neighbours``: candidates per read."""
+
+    members: np.ndarray
+    vectors: np.ndarray
+    queries: np.ndarray
+    neighbours: int
+
+
+@dataclass
 class PartitionTask:
     """One partition: its members (unit ids, increasing), their vectors and reads.
 
     ``home``: members whose nearest cell this is (their neighbours are searched
-    here); ``sample``: home members in the threshold sample; ``cut``: pairs
-    over its (length-scaled) cut are dropped; ``neighbours``: candidates per read.
+    here); ``cut``: pairs over its (length-scaled) cut are dropped;
+    ``neighbours``: candidates per read.
     """
 
     members: np.ndarray
@@ -104,21 +116,17 @@ class PartitionTask:
     data: np.ndarray
     lengths: np.ndarray
     home: np.ndarray
-    sample: np.ndarray
     cut: Threshold
     neighbours: int
 
 
 @dataclass
 class PartitionEdges:
-    """Checked pairs (unit ids, ``lo < hi``) with their distances; the sample's full distances."""
+    """Checked pairs (unit ids, ``lo < hi``) with their distances."""
 
     lo: np.ndarray
     hi: np.ndarray
     dist: np.ndarray
-    sample_lo: np.ndarray
-    sample_hi: np.ndarray
-    sample_dist: np.ndarray
     candidates: int
     cpu_seconds: float = 0.0
 
@@ -168,6 +176,29 @@ def _checked(seqs, rc, pairs: CandidatePairs, lengths: np.ndarray, cut: Threshol
     return pairs.subset(close), dist[close]
 
 
+@dataclass
+class SampleNeighbours:
+    """The sample's reads of a partition (unit ids) and their nearest other members (unit
+    ids, -1 for none)."""
+
+    reads: np.ndarray
+    neighbours: Neighbours
+    cpu_seconds: float = 0.0
+
+
+def sample_neighbours(task: SampleTask) -> SampleNeighbours:
+    """The sample reads' nearest other members: the same search as :func:`search_partition`
+    makes for them, so that a sample read's candidate pairs are those round 1 checks."""
+    started = time.thread_time()
+    m = len(task.members)
+    k = min(task.neighbours, max(m - 1, 1))
+    found = _without_self(_search(_index(task.vectors), task.vectors[task.queries], k + 1),
+                          task.queries, k)
+    ids = task.members.astype(np.int64)  # unit ids: pairs of them are keyed in int64
+    found.indices = np.where(found.indices >= 0, ids[np.maximum(found.indices, 0)], -1)
+    return SampleNeighbours(ids[task.queries], found, time.thread_time() - started)
+
+
 def search_partition(task: PartitionTask) -> PartitionEdges:
     """Candidates of the home reads among all members, checked exactly (see the module notes)."""
     started = time.thread_time()
@@ -180,15 +211,8 @@ def search_partition(task: PartitionTask) -> PartitionEdges:
     found = _without_self(_search(index, task.vectors[home], k + 1), home, k)
     pairs = candidate_pairs(found, rows=home)
     edges, dist = _checked(seqs, None, pairs, lengths, task.cut)
-    # The threshold sample: its reads' candidate pairs, full distances (nothing cut).
-    in_sample = task.sample[home]
-    sample = candidate_pairs(Neighbours(found.distances[in_sample], found.indices[in_sample]),
-                             rows=home[in_sample])
-    sample = sample.subset((lengths[sample.lo] > 0) & (lengths[sample.hi] > 0))
-    sample_dist = levenshtein_pairs(seqs, None, sample, workers=1)
     ids = task.members
-    return PartitionEdges(ids[edges.lo], ids[edges.hi], dist.astype(np.int32),
-                          ids[sample.lo], ids[sample.hi], sample_dist.astype(np.int32), len(pairs),
+    return PartitionEdges(ids[edges.lo], ids[edges.hi], dist.astype(np.int32), len(pairs),
                           time.thread_time() - started)
 
 

@@ -10,9 +10,9 @@ heavy work is independent tasks (:mod:`dnaembed.cluster.partition_tasks`):
 2. embed every unit in fixed chunks: vectors (float16, in the search space,
    in memory or spilled) and cells;
 3. the threshold, from the full distances of a sample's candidate pairs
-   (the sample's reads searched first, in a few cells); then round 1, per
-   partition: exact neighbours of its home reads among its members, checked
-   exactly against the threshold -> pairs;
+   (the sample's reads searched first, each in its nearest cell); then round
+   1, per partition: exact neighbours of its home reads among its members,
+   checked exactly against the threshold -> pairs;
 4. one union-find over all pairs, guarded as today (in this process);
 5. rounds 2, 3, ...: the representative of every cluster, as read and
    reverse-complemented, searched among the representatives, partitioned
@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dnaembed.cluster.candidates import CandidatePairs
+from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs, levenshtein_pairs
 from dnaembed.cluster.graph import _GuardedLinker
 from dnaembed.cluster.labels import assemble
 from dnaembed.cluster.link_tasks import link_in_tasks
@@ -56,11 +56,13 @@ from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_
 from dnaembed.cluster.partition_tasks import (
     EmbedTask,
     PartitionTask,
+    SampleTask,
     embed_chunk,
+    sample_neighbours,
     search_partition,
 )
 from dnaembed.cluster.rescue import CandidateSearch, rescue_settings
-from dnaembed.cluster.rounds import PairCollector, RepresentativeRounds, distinct_pairs
+from dnaembed.cluster.rounds import PairCollector, RepresentativeRounds
 from dnaembed.cluster.threshold import (
     FULL_LENGTH_FRACTION,
     SAMPLE_PAIRS,
@@ -73,8 +75,6 @@ from dnaembed.log import logger
 
 #: Reads whose neighbours are checked in full to choose the threshold (as the graph method).
 THRESHOLD_SAMPLE_READS = 4_000
-#: Cells those reads are drawn from at most (see :meth:`_Run._threshold_sample`).
-THRESHOLD_SAMPLE_CELLS = 32
 #: Fewest reads per embedding chunk (below the plan's chunk size).
 MIN_CHUNK = 1_024
 
@@ -340,83 +340,81 @@ class _Run:
     def first_round(self, max_dist: int | None) -> tuple[Threshold, CandidatePairs, np.ndarray]:
         """Step 3: the threshold from a sample's full distances; then every partition's
         pairs within it."""
-        median = self.units.median_length
         start = self.stage.clock()
-        cells, sample = self._threshold_sample()
-        self.stage.stats.update(threshold_sample_cells=len(cells),
-                                threshold_sample_reads=int(sample.sum()))
-        # The sample's pairs alone; a zero cut, as round 1 checks its reads' pairs.
-        _, _, _, sample_pairs = self._search_partitions(Threshold(0, "upper"), sample, cells,
-                                                        desc="searching a sample",
-                                                        sample_only=True)
-        threshold, histogram = _choose_threshold(sample_pairs, self.units.lengths, median,
-                                                 self.seed, max_dist)
+        threshold, histogram = _choose_threshold(self._sample_pairs(), self.units.lengths,
+                                                 self.units.median_length, self.seed, max_dist)
         self.stage.stats["distance_histogram"] = histogram
         noisy = threshold.source == "fallback" and len(self.units) > 50
         (logger.warning if noisy else logger.info)("%s", threshold.describe())
-        none = np.zeros(len(self.units), dtype=bool)
-        lo, hi, dist, _ = self._search_partitions(threshold, none, range(len(self.members)),
-                                                  desc="searching partitions")
+        lo, hi, dist = self._search_partitions(threshold)
         self.stage.timed("search", start)
         self.stage.count("verified_pairs", len(lo))
         zeros = np.zeros(len(lo), np.int8)
         return threshold, CandidatePairs(lo, hi, zeros, zeros.astype(np.float32)), dist
 
-    def _threshold_sample(self) -> tuple[np.ndarray, np.ndarray]:
-        """The cells whose reads the threshold is chosen from, and a mask of those reads.
+    def _sample_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The threshold sample's candidate pairs (unit ids) and their full distances.
 
-        :data:`THRESHOLD_SAMPLE_READS` reads of :data:`THRESHOLD_SAMPLE_CELLS` cells at most
-        (all cells when there are no more): the sample's neighbours are searched in their
-        cells before the partitions are, so that the partitions check their pairs
-        against the threshold itself, and a cell searched twice costs its packing again.
+        :data:`THRESHOLD_SAMPLE_READS` reads drawn from all, each searched in its nearest
+        cell as round 1 searches it, before round 1: so that round 1 checks its pairs
+        against the threshold itself. The tasks get the cells' vectors only; the
+        sample's distances are computed here (4,000 reads' pairs: ~0.2 s). Drawn from
+        a few cells instead, the sample missed the rarer reads of a real run: its
+        threshold came out lower and A_0.9 with it (docs/scaling.md).
         """
-        n, cells = len(self.units), len(self.members)
-        rng = np.random.default_rng([self.seed, 7])
-        chosen = np.arange(cells)
-        if cells > THRESHOLD_SAMPLE_CELLS:
-            chosen = np.sort(rng.choice(cells, THRESHOLD_SAMPLE_CELLS, replace=False))
-        pool = np.flatnonzero(np.isin(self.home, chosen))
+        n = len(self.units)
         sample = np.zeros(n, dtype=bool)
-        sample[pool[rng.choice(len(pool), min(len(pool), THRESHOLD_SAMPLE_READS),
-                               replace=False)]] = True
-        return chosen, sample
-
-    def _search_partitions(self, cut: Threshold, sample: np.ndarray, cells, *, desc: str,
-                           sample_only: bool = False):
-        """Round 1 in ``cells``: the pairs of their home reads within ``cut``, and the full
-        distances of the pairs of the reads in ``sample``; ``sample_only``: only the
-        sample's reads are searched for (the cells without one are skipped)."""
+        rng = np.random.default_rng([self.seed, 7])
+        sample[rng.choice(n, min(n, THRESHOLD_SAMPLE_READS), replace=False)] = True
+        cells = np.unique(self.home[sample])
 
         def tasks():
-            for cell in cells:
+            for cell in cells.tolist():
                 members = self.members[cell]
-                home = self.home[members] == cell
-                if sample_only:
-                    home &= sample[members]
-                    if not home.any():
-                        continue
-                data, lengths = self.units.seqs.packed(members)
-                yield PartitionTask(members, self.vectors.take(members), data, lengths, home,
-                                    sample[members] & home, cut, self.neighbours)
+                queries = np.flatnonzero(sample[members] & (self.home[members] == cell))
+                yield SampleTask(members, self.vectors.take(members), queries, self.neighbours)
 
-        n = len(self.units)
+        found = list(self.runner.map(sample_neighbours, tasks(), desc="searching a sample",
+                                     unit="partition"))
+        for result in found:
+            self.stage.count("cpu_search", result.cpu_seconds)
+        pairs = _distinct_pairs_of(found, n)
+        lengths = self.units.lengths
+        pairs = pairs.subset((lengths[pairs.lo] > 0) & (lengths[pairs.hi] > 0))
+        dist = levenshtein_pairs(self.units.seqs, None, pairs, workers=1)
+        return pairs.lo, pairs.hi, dist.astype(np.int32)
+
+    def _search_partitions(self, cut: Threshold):
+        """Round 1: every partition's home reads' pairs within ``cut`` (unit ids, distinct)."""
+
+        def tasks():
+            for cell, members in enumerate(self.members):
+                data, lengths = self.units.seqs.packed(members)
+                home = self.home[members] == cell
+                yield PartitionTask(members, self.vectors.take(members), data, lengths, home,
+                                    cut, self.neighbours)
+
         # Every partition's pairs are held until all are in: packed as they arrive.
         longest = int(self.units.lengths.max(initial=0))
-        pairs = PairCollector(n, int(cut.cuts(np.array([longest]))[0]))
-        names = ("sample_lo", "sample_hi", "sample_dist")
-        parts: dict[str, list] = {k: [] for k in names}
-        for result in self.runner.map(search_partition, tasks(), desc=desc, unit="partition"):
+        pairs = PairCollector(len(self.units), int(cut.cuts(np.array([longest]))[0]))
+        for result in self.runner.map(search_partition, tasks(), desc="searching partitions",
+                                      unit="partition"):
             pairs.add(result.lo, result.hi, np.zeros(len(result.lo), np.int8), result.dist)
-            for key in names:
-                parts[key].append(getattr(result, key))
             self.stage.count("candidate_pairs", result.candidates)
             self.stage.count("cpu_search", result.cpu_seconds)
-        joined = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()}
         lo, hi, _, dist = pairs.distinct()
-        slo, shi, _, sdist = distinct_pairs(joined["sample_lo"], joined["sample_hi"],
-                                            np.zeros(len(joined["sample_lo"]), np.int8),
-                                            joined["sample_dist"], n=n)
-        return lo, hi, dist, (slo, shi, sdist)
+        return lo, hi, dist
+
+
+def _distinct_pairs_of(found: list, n: int) -> CandidatePairs:
+    """The candidate pairs of the sample's neighbour lists, each once, in key order (a pair
+    of two sample reads may come from two cells)."""
+    parts = [candidate_pairs(r.neighbours, rows=r.reads) for r in found]
+    lo = np.concatenate([p.lo for p in parts] + [np.zeros(0, np.int64)])
+    hi = np.concatenate([p.hi for p in parts] + [np.zeros(0, np.int64)])
+    key = np.unique(lo * n + hi)
+    none = np.zeros(len(key), np.int8)
+    return CandidatePairs(key // n, key % n, none, none.astype(np.float32))
 
 
 def _choose_threshold(sample: tuple, lengths: np.ndarray, median: float, seed: int,
