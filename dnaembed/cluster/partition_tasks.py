@@ -164,6 +164,12 @@ def _without_self(found: Neighbours, rows: np.ndarray, k: int) -> Neighbours:
     return Neighbours(found.distances[keep].reshape(n, k), found.indices[keep].reshape(n, k))
 
 
+def _nearest_members(vectors: np.ndarray, rows: np.ndarray, neighbours: int) -> Neighbours:
+    """The ``neighbours`` nearest other members (rows) of the members ``rows``, exactly."""
+    k = min(neighbours, max(len(vectors) - 1, 1))
+    return _without_self(_search(_index(vectors), vectors[rows], k + 1), rows, k)
+
+
 def _checked(seqs, rc, pairs: CandidatePairs, lengths: np.ndarray, cut: Threshold
              ) -> tuple[CandidatePairs, np.ndarray]:
     """The pairs within the cut and their distances (as :meth:`GraphClusterer._check`)."""
@@ -190,10 +196,7 @@ def sample_neighbours(task: SampleTask) -> SampleNeighbours:
     """The sample reads' nearest other members: the same search as :func:`search_partition`
     makes for them, so that a sample read's candidate pairs are those round 1 checks."""
     started = time.thread_time()
-    m = len(task.members)
-    k = min(task.neighbours, max(m - 1, 1))
-    found = _without_self(_search(_index(task.vectors), task.vectors[task.queries], k + 1),
-                          task.queries, k)
+    found = _nearest_members(task.vectors, task.queries, task.neighbours)
     ids = task.members.astype(np.int64)  # unit ids: pairs of them are keyed in int64
     found.indices = np.where(found.indices >= 0, ids[np.maximum(found.indices, 0)], -1)
     return SampleNeighbours(ids[task.queries], found, time.thread_time() - started)
@@ -204,12 +207,8 @@ def search_partition(task: PartitionTask) -> PartitionEdges:
     started = time.thread_time()
     seqs = unpack_strings(task.data, task.lengths)
     lengths = task.lengths.astype(np.int64)
-    m = len(task.members)
-    k = min(task.neighbours, max(m - 1, 1))
     home = np.flatnonzero(task.home)
-    index = _index(task.vectors)
-    found = _without_self(_search(index, task.vectors[home], k + 1), home, k)
-    pairs = candidate_pairs(found, rows=home)
+    pairs = candidate_pairs(_nearest_members(task.vectors, home, task.neighbours), rows=home)
     edges, dist = _checked(seqs, None, pairs, lengths, task.cut)
     ids = task.members
     return PartitionEdges(ids[edges.lo], ids[edges.hi], dist.astype(np.int32), len(pairs),
