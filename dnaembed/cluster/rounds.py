@@ -2,11 +2,12 @@
 
 After round 1 (every read, searched in its own partition) the clusters are
 strands, or pieces of strands that a cell boundary cut apart, in either
-orientation. Each later round takes the current representative of every
-cluster, as read and reverse-complemented, assigns them to the cells of a
+orientation. Each later round takes every cluster, by its centre (the mean
+vector of its reads, :mod:`dnaembed.cluster.centres`) and by its
+representative read reverse-complemented, assigns them to the cells of a
 new coarse quantizer (another seed, so other boundaries), searches each one's
-nearest representatives within its cell, checks the pairs exactly and links
-them with the same guard (see :mod:`dnaembed.cluster.partitioned`).
+nearest centres within its cell, checks the pairs of representatives exactly
+and links them with the same guard (see :mod:`dnaembed.cluster.partitioned`).
 
 Round 2 also lists, for every read the rescue may examine, its nearest
 representatives as read and reverse-complemented: the rescue's embedding
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnaembed.cluster.candidates import CandidatePairs
+from dnaembed.cluster.centres import cluster_centres
 from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_cells
 from dnaembed.cluster.partition_tasks import QueryTask, query_partition
 from dnaembed.cluster.threshold import Threshold
@@ -60,7 +62,8 @@ class NeighbourLists:
 
 @dataclass
 class _Queries:
-    """A round's queries: unit, orientation, checked or listed.
+    """A round's queries: unit, orientation, checked or listed; ``centre``: the row of
+    the centre searched for (a cluster's, as read), or -1 for the unit's own vector.
 
     Their vectors are fetched task by task (:meth:`RepresentativeRounds._query_vectors`):
     all of them at once would be a second copy of a round's vectors while its tasks run.
@@ -69,13 +72,18 @@ class _Queries:
     unit: np.ndarray
     reverse: np.ndarray
     check: np.ndarray
+    centre: np.ndarray
 
     @classmethod
-    def join(cls, parts: list[tuple[np.ndarray, bool, bool]]) -> _Queries:
+    def join(cls, parts: list[tuple[np.ndarray, bool, bool]], centres: np.ndarray
+             ) -> _Queries:
+        """``parts``: (units, reverse, check); the first part's centres are ``centres``."""
+        first = len(parts[0][0])
         return cls(
             np.concatenate([p[0] for p in parts]).astype(np.int64),
             np.concatenate([np.full(len(p[0]), p[1]) for p in parts]),
             np.concatenate([np.full(len(p[0]), p[2]) for p in parts]),
+            np.concatenate([centres, np.full(sum(len(p[0]) for p in parts) - first, -1)]),
         )
 
 
@@ -90,6 +98,8 @@ class RepresentativeRounds:
         self._rc_rows = np.zeros(0, np.int64)
         self._rc_vectors = np.zeros((0, run.partitioner.dim), np.float16)
         self.layout = (0, 0.0)  # the last round's cells and copies per representative
+        # The clusters' centres while a round runs (rows as its representatives).
+        self.centres = np.zeros((0, run.partitioner.dim), np.float16)
 
     def link(self, linker, rounds: int, until: float = 0.0) -> None:
         """Rounds 2..``rounds``, stopping once a round (from the second on) merges fewer
@@ -106,7 +116,9 @@ class RepresentativeRounds:
                 self._embed_reverse(np.union1d(reps, self.rescue_rows))
                 run.stage.timed("embed", start)
             start = run.stage.clock()
+            self.centres = cluster_centres(run.vectors, linker, reps)
             lo, hi, parity, dist = self._round(reps, asked, number, listed=first)
+            self.centres = self.centres[:0]
             run.stage.timed("search", start)
             start = run.stage.clock()
             merges = linker.merges
@@ -144,11 +156,13 @@ class RepresentativeRounds:
         return self._reverse_vectors(units) if reverse else self.run.vectors.take(units)
 
     def _query_vectors(self, queries: _Queries, rows: np.ndarray) -> np.ndarray:
-        """The vectors of these query rows, each in its orientation."""
-        unit, reverse = queries.unit[rows], queries.reverse[rows]
+        """The vectors of these query rows: a centre, or a unit's in its orientation."""
+        unit, reverse, centre = queries.unit[rows], queries.reverse[rows], queries.centre[rows]
         out = np.empty((len(rows), self.run.partitioner.dim), np.float16)
-        out[~reverse] = self._vectors(unit[~reverse], False)
-        out[reverse] = self._vectors(unit[reverse], True)
+        own = centre < 0
+        out[~own] = self.centres[centre[~own]]
+        out[own & ~reverse] = self._vectors(unit[own & ~reverse], False)
+        out[own & reverse] = self._vectors(unit[own & reverse], True)
         return out
 
     def _partitioner(self, count: int, number: int) -> Partitioner:
@@ -166,11 +180,10 @@ class RepresentativeRounds:
                                seed=seed)
 
     def _round(self, reps: np.ndarray, asked: np.ndarray, number: int, *, listed: bool):
-        """One round in the cells of a fresh partitioner: the representatives ``asked``
-        (a mask) searched among all of them; checked pairs (and the rescue's lists)."""
-        run = self.run
+        """One round in the cells of a fresh partitioner: the clusters ``asked`` (a mask)
+        searched for among all of them; checked pairs (and the rescue's lists)."""
         part = self._partitioner(len(reps), number)
-        db_cells = part.assign(run.vectors.take(reps))
+        db_cells = part.assign(self.centres)
         parts = [(reps[asked], False, True)]
         if self.both:
             parts.append((reps[asked], True, True))
@@ -178,33 +191,35 @@ class RepresentativeRounds:
             parts.append((self.rescue_rows, False, False))
             if self.both:
                 parts.append((self.rescue_rows, True, False))
-        queries = _Queries.join(parts)
+        queries = _Queries.join(parts, np.flatnonzero(asked))
         home = np.concatenate([db_cells[asked, 0]] + [
             part.nearest(self._vectors(units, reverse)) for units, reverse, _ in parts[1:]
         ]).astype(np.int64)
-        members = [reps[m] for m in members_of_cells(db_cells, part.cells)]
+        members = members_of_cells(db_cells, part.cells)  # rows of reps and centres
         del db_cells
         # For the log: the cost of a round grows with the copies of each representative.
         self.layout = (part.cells, sum(map(len, members)) / max(len(reps), 1))
         # The tasks' threads are about to allocate: give back what earlier stages freed first.
         trim_memory()
-        return self._search(queries, home, members)
+        return self._search(queries, home, reps, members)
 
-    def _search(self, queries: _Queries, home: np.ndarray, members: list[np.ndarray]):
+    def _search(self, queries: _Queries, home: np.ndarray, reps: np.ndarray,
+                members: list[np.ndarray]):
         run = self.run
         order = np.lexsort((np.arange(len(home)), home))
         bounds = np.searchsorted(home[order], np.arange(len(members) + 1))
         pending: deque[np.ndarray] = deque()  # each task's query rows, in task order
 
         def tasks():
-            for cell, cell_members in enumerate(members):
+            for cell, cell_rows in enumerate(members):
                 rows = order[bounds[cell] : bounds[cell + 1]]
-                if len(rows) == 0 or len(cell_members) == 0:
+                if len(rows) == 0 or len(cell_rows) == 0:
                     continue
+                cell_members = reps[cell_rows]
                 data, lengths = run.units.seqs.packed(cell_members)
                 q_data, q_lengths = _oriented(run, queries.unit[rows], queries.reverse[rows])
                 pending.append(rows)
-                yield QueryTask(cell_members, run.vectors.take(cell_members), data, lengths,
+                yield QueryTask(cell_members, self.centres[cell_rows], data, lengths,
                                 queries.unit[rows], self._query_vectors(queries, rows), q_data,
                                 q_lengths, queries.reverse[rows], queries.check[rows],
                                 self.threshold, run.neighbours)
