@@ -23,9 +23,12 @@ def _array(rows: np.ndarray, spill_to=None) -> SpillArray:
 
 
 @pytest.mark.parametrize("spilled", [False, True])
-@pytest.mark.parametrize("block", [5, 1 << 16])
-def test_means_of_the_counted_rows_of_each_group(tmp_path, monkeypatch, spilled, block):
+@pytest.mark.parametrize(("block", "dims_at_once"), [(5, 8), (1 << 16, 8), (64, 3)])
+def test_means_of_the_counted_rows_of_each_group(tmp_path, monkeypatch, spilled, block,
+                                                 dims_at_once):
     monkeypatch.setattr(centres, "BLOCK_ROWS", block)
+    # The sums of 42 groups in float32, dims_at_once dimensions a pass (3: 3, 3, then 2).
+    monkeypatch.setattr(centres, "SUM_BYTES", 4 * 42 * dims_at_once)
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(500, 8)).astype(np.float16)
     group = rng.integers(0, 40, len(vectors)).astype(np.int32)
@@ -41,6 +44,7 @@ def test_means_of_the_counted_rows_of_each_group(tmp_path, monkeypatch, spilled,
     # Groups 40 and 41 have no rows; every group's mean is the same bytes at any block size.
     assert not got[40:].any()
     monkeypatch.setattr(centres, "BLOCK_ROWS", 3)
+    monkeypatch.setattr(centres, "SUM_BYTES", 4 * 42 * 5)
     assert mean_rows(array, group, counted, 42).tobytes() == got.tobytes()
     array.close()
 
