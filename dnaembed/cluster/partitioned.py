@@ -238,6 +238,7 @@ class _Run:
         self.neighbours, self.seed = neighbours, seed
         self.precision, self.batch_size = precision, batch_size
         self.stage = _Stage()
+        self.spill = spill
         self.spill_to = (spill.new_file("vectors.f16") if plan.spill_vectors and spill is not None
                          else None)
         self.vectors = SpillArray((0,), np.float16)

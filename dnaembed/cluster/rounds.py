@@ -27,7 +27,7 @@ from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_
 from dnaembed.cluster.partition_tasks import QueryTask, query_partition
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import COMPLEMENT_ASCII, reverse_complement_flat
-from dnaembed.io.spill import trim_memory
+from dnaembed.io.spill import SpillArray, trim_memory
 from dnaembed.log import logger
 
 
@@ -98,8 +98,9 @@ class RepresentativeRounds:
         self._rc_rows = np.zeros(0, np.int64)
         self._rc_vectors = np.zeros((0, run.partitioner.dim), np.float16)
         self.layout = (0, 0.0)  # the last round's cells and copies per representative
-        # The centres of the round's clusters, rows as its representatives (``_centred``).
-        self.centres = np.zeros((0, run.partitioner.dim), np.float16)
+        # The centres of the round's clusters, rows as its representatives (``_centred``);
+        # spilled where the vectors are (round 2's tasks run beside them).
+        self.centres = SpillArray((run.partitioner.dim,), np.float16).finish()
         self._centred = np.zeros(0, np.int64)
 
     def link(self, linker, rounds: int, until: float = 0.0) -> None:
@@ -138,7 +139,8 @@ class RepresentativeRounds:
         """The rounds are over: drop the centres and the reverse complements' vectors (the
         lists stay)."""
         self._rc_rows = self._centred = np.zeros(0, np.int64)
-        self._rc_vectors = self.centres = np.zeros((0, self.run.partitioner.dim), np.float16)
+        self._rc_vectors = np.zeros((0, self.run.partitioner.dim), np.float16)
+        self.centres.close()
 
     def _centre(self, linker, reps: np.ndarray) -> None:
         """The clusters' centres: computed for round 2; later rounds keep those of their
@@ -146,13 +148,20 @@ class RepresentativeRounds:
         cluster keeps one of its sides'). Why not afresh: a round merges a few percent of
         the clusters, and the means of 10^6 vectors in 126,000 random clusters took 0.55 s
         of CPU, of 3 x 10^6 in 440,000 2.4 s."""
+        run = self.run
         if len(self._centred) == 0:
-            self.centres = cluster_centres(self.run.vectors, linker, reps)
+            values = cluster_centres(run.vectors, linker, reps)
         else:
             at = np.searchsorted(self._centred, reps)
             if (self._centred[np.minimum(at, len(self._centred) - 1)] != reps).any():
                 raise AssertionError("a representative that had no centre")
-            self.centres = self.centres[at]
+            values = self.centres.take(at, release=True)
+        self.centres.close()
+        spill_to = run.spill.new_file("centres.f16") if run.spill_to is not None else None
+        self.centres = SpillArray((run.partitioner.dim,), np.float16, spill_to=spill_to)
+        for start in range(0, len(values), 1 << 16):  # not one copy of them all as bytes
+            self.centres.append(values[start : start + (1 << 16)])
+        self.centres.finish()
         self._centred = reps
 
     def _embed_reverse(self, rows: np.ndarray) -> None:
@@ -176,7 +185,7 @@ class RepresentativeRounds:
         unit, reverse, centre = queries.unit[rows], queries.reverse[rows], queries.centre[rows]
         out = np.empty((len(rows), self.run.partitioner.dim), np.float16)
         own = centre < 0
-        out[~own] = self.centres[centre[~own]]
+        out[~own] = self.centres.take(centre[~own])
         out[own & ~reverse] = self._vectors(unit[own & ~reverse], False)
         out[own & reverse] = self._vectors(unit[own & reverse], True)
         return out
@@ -199,7 +208,8 @@ class RepresentativeRounds:
         """One round in the cells of a fresh partitioner: the clusters ``asked`` (a mask)
         searched for among all of them; checked pairs (and the rescue's lists)."""
         part = self._partitioner(len(reps), number)
-        db_cells = part.assign(self.centres)
+        db_cells = part.assign(self.centres.view())
+        self.centres.release()
         parts = [(reps[asked], False, True)]
         if self.both:
             parts.append((reps[asked], True, True))
@@ -235,7 +245,7 @@ class RepresentativeRounds:
                 data, lengths = run.units.seqs.packed(cell_members)
                 q_data, q_lengths = _oriented(run, queries.unit[rows], queries.reverse[rows])
                 pending.append(rows)
-                yield QueryTask(cell_members, self.centres[cell_rows], data, lengths,
+                yield QueryTask(cell_members, self.centres.take(cell_rows), data, lengths,
                                 queries.unit[rows], self._query_vectors(queries, rows), q_data,
                                 q_lengths, queries.reverse[rows], queries.check[rows],
                                 self.threshold, run.neighbours)

@@ -61,14 +61,15 @@ class ParityUnionFind:
                 return root
             root = up
 
-    def labels(self) -> tuple[np.ndarray, np.ndarray]:
-        """Root of every element and its parity relative to that root.
+    def labels(self, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+        """Root of every element (of ``dtype``; int32 halves the temporaries) and its
+        parity relative to that root.
 
         By pointer jumping over the whole array (each step halves every path and folds
         the parities along it), not :meth:`find` element by element, which cost about a
         second per 10^6 reads each time the labels were asked for.
         """
-        parent = np.frombuffer(self.parent, dtype=np.int32).astype(np.int64)
+        parent = np.frombuffer(self.parent, dtype=np.int32).astype(dtype)
         parity = np.frombuffer(self.parity, dtype=np.int8).copy()  # roots' entries are 0
         while True:
             grand = parent[parent]
