@@ -5,8 +5,9 @@ read's vector is its strand's point plus noise, about half the spread between st
 in every dimension (nanopore preset, 64 dimensions: variance 0.13 against 0.47). Two
 pieces of one strand are two single reads apart when each is its representative, and
 much closer as means of their reads (the noise falls with the square root of their
-number). In cells with a margin of 1.0 round 2 then leaves fewer strands in pieces than
-representatives did at 1.5, with about a fifth fewer copies of each (docs/scaling.md).
+number). Estimated on the bench sets' vectors, round 2 in cells with a margin of 1.0
+leaves fewer strands in pieces than representatives did at 1.5, with about a fifth
+fewer copies of each; the rounds use 1.25 (docs/scaling.md, "Rounds by centres").
 
 A cluster's centre averages the reads in its representative's orientation only: a
 read linked as the other strand's reverse complement has its vector on the other side
