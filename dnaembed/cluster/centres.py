@@ -25,8 +25,10 @@ from dnaembed.io.spill import SpillArray, trim_memory
 BLOCK_ROWS = 1 << 14
 #: Bytes of float32 sums held at once: wider sums are made a slice of the dimensions at a
 #: time, one pass over the vectors each. 3 x 10^6 reads' ~440,000 clusters take four
-#: passes (2.7 s of CPU, against 2.4 in two): the centres are made where the client's
-#: memory peaks under --memory, and all the sums at once raised that peak by 70 MB.
+#: passes (2.7 s of CPU, against 2.4 in two, on random clusters): a bound on what the
+#: centres add to the client's memory whatever the number of clusters. At 3 x 10^6 under
+#: --memory 2G the run's peak was the same with 64 MB (1,955 MiB before the centres were
+#: spilled): it lies elsewhere.
 SUM_BYTES = 32 << 20
 
 
@@ -72,7 +74,7 @@ def _sums(vectors: SpillArray, group: np.ndarray, counted: np.ndarray, groups: i
         index = group[rows][keep]
         order = np.argsort(index, kind="stable")
         index = index[order]
-        block = vectors.take(rows)[keep][order][:, dims].astype(np.float32)
+        block = vectors.take(rows)[np.flatnonzero(keep)[order], dims].astype(np.float32)
         # The block's first row of every group, then its second, ...: each layer's groups
         # are distinct, so one vectorised add does it (np.add.reduceat over ~60,000 groups
         # of a row or two cost 2.5x as much, np.add.at 2x).
