@@ -343,7 +343,9 @@ def test_a_memory_budget_is_respected_and_does_not_change_the_output(sim, small_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["budget.tsv", "free.tsv"]
     # A budget below what the reads need is refused before any work, with the figures.
     proc = run_cli(*common, "-o", str(tmp_path / "no.tsv"), "--memory", "100M")
-    assert proc.returncode == 1 and "too small" in proc.stderr.decode()
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "too small for partitions of 256 reads" in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def _linker_state(linker) -> dict:

@@ -95,8 +95,9 @@ def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
     tasks = tasks_here * TASK_BYTES_PER_READ * MIN_TASK_READS
     partitions = tasks_here * TASK_BYTES_PER_READ * plan.partition_size
     if room < max(tasks, partitions / TASK_SHARE):
-        what = (f"{units:,} distinct reads and partitions of {plan.partition_size:,} reads "
-                f"({tasks_here} at a time)")
+        # Checked before the reads too (units 0), when their number is not known yet.
+        what = (f"{units:,} distinct reads and " if units else "") + (
+            f"partitions of {plan.partition_size:,} reads ({tasks_here} at a time)")
         raise DnaembedError(
             f"--memory {memory / MB:,.0f} MB is too small for {what}: about "
             f"{(memory - room + partitions / TASK_SHARE) / MB:,.0f} MB are needed "

@@ -70,6 +70,7 @@ from dnaembed.cluster.threshold import (
     sample_threshold,
 )
 from dnaembed.cluster.units import Units
+from dnaembed.execute import runs_here
 from dnaembed.io.spill import SpillArray, SpillDir, trim_memory
 from dnaembed.log import logger
 
@@ -379,8 +380,14 @@ class _Run:
                 queries = np.flatnonzero(sample[members] & (self.home[members] == cell))
                 yield SampleTask(members, self.vectors.take(members), queries, self.neighbours)
 
-        found = list(self.runner.map(sample_neighbours, tasks(), desc="searching a sample",
-                                     unit="partition"))
+        if runs_here(self.runner):
+            found = list(self.runner.map(sample_neighbours, tasks(), desc="searching a sample",
+                                         unit="partition"))
+        else:
+            # Where tasks run elsewhere, each would carry a whole partition's vectors for a
+            # few queries (366 MB to the workers at 10^6 reads for 0.5 s of search): the
+            # vectors are here, so the search is done here.
+            found = [sample_neighbours(task) for task in tasks()]
         for result in found:
             self.stage.count("cpu_search", result.cpu_seconds)
         pairs = _distinct_pairs_of(found, n)
