@@ -18,6 +18,7 @@ from conftest import run_cli
 from scale_data import simulate_run, small_encoder
 
 from dnaembed.cluster.partition_tasks import search_partition
+from dnaembed.cluster.search import faiss_module
 from dnaembed.execute.dask import DaskExecutor
 from dnaembed.execute.inline import InlineExecutor
 from dnaembed.model.checkpoint import load_model
@@ -189,9 +190,22 @@ def test_local_cluster_gives_the_one_process_result(sim, small_model, local_clus
     with InlineExecutor(1) as inline:
         expected = cluster_with(inline, sim, model)
     assert local_cluster.worker_count == 2
-    got = cluster_with(local_cluster, sim, model)
+    faiss = faiss_module()
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(3)
+    local_cluster.traffic.cpu.clear()
+    try:
+        got = cluster_with(local_cluster, sim, model)
+        threads_after = faiss.omp_get_max_threads()
+    finally:
+        faiss.omp_set_num_threads(before)
     assert same_clusters(got, expected)
     assert got.stats["partitions"] >= 4
+    # The threshold sample is searched here, not shipped: its tasks would carry whole
+    # partitions' vectors for a few queries. This thread's faiss threads are left as set.
+    assert "searching a sample" not in local_cluster.traffic.cpu
+    assert "searching partitions" in local_cluster.traffic.cpu
+    assert threads_after == 3
 
 
 def test_small_link_and_rescue_tasks_on_the_local_cluster_give_the_one_process_result(

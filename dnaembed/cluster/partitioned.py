@@ -63,6 +63,7 @@ from dnaembed.cluster.partition_tasks import (
 )
 from dnaembed.cluster.rescue import CandidateSearch, rescue_settings
 from dnaembed.cluster.rounds import PairCollector, RepresentativeRounds
+from dnaembed.cluster.search import faiss_module
 from dnaembed.cluster.threshold import (
     FULL_LENGTH_FRACTION,
     SAMPLE_PAIRS,
@@ -387,7 +388,7 @@ class _Run:
             # Where tasks run elsewhere, each would carry a whole partition's vectors for a
             # few queries (366 MB to the workers at 10^6 reads for 0.5 s of search): the
             # vectors are here, so the search is done here.
-            found = [sample_neighbours(task) for task in tasks()]
+            found = _on_this_thread(sample_neighbours, tasks())
         for result in found:
             self.stage.count("cpu_search", result.cpu_seconds)
         pairs = _distinct_pairs_of(found, n)
@@ -416,6 +417,18 @@ class _Run:
             self.stage.count("cpu_search", result.cpu_seconds)
         lo, hi, _, dist = pairs.distinct()
         return lo, hi, dist
+
+
+def _on_this_thread(fn, tasks) -> list:
+    """``fn`` on each task here, as a task runs (faiss on one thread: the task sets it for
+    its thread), then this thread's faiss threads back as they were (the k-means fits of
+    the rounds use them)."""
+    faiss = faiss_module()
+    before = faiss.omp_get_max_threads()
+    try:
+        return [fn(task) for task in tasks]
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 def _distinct_pairs_of(found: list, n: int) -> CandidatePairs:
