@@ -364,7 +364,8 @@ class _Run:
 
         :data:`THRESHOLD_SAMPLE_READS` reads drawn from all, each searched in its nearest
         cell as round 1 searches it, before round 1: so that round 1 checks its pairs
-        against the threshold itself. The tasks get the cells' vectors only; the
+        against the threshold itself. The searches get the cells' vectors only (tasks on
+        this process's threads; on workers elsewhere, they run here instead); the
         sample's distances are computed here (~64,000 pairs: 0.19 s of CPU at 10^6). Drawn from
         a few cells instead, the sample missed the rarer reads of a real run: its
         threshold came out lower and A_0.9 with it (docs/scaling.md).
@@ -384,13 +385,13 @@ class _Run:
         if runs_here(self.runner):
             found = list(self.runner.map(sample_neighbours, tasks(), desc="searching a sample",
                                          unit="partition"))
+            for result in found:
+                self.stage.count("cpu_search", result.cpu_seconds)
         else:
             # Where tasks run elsewhere, each would carry a whole partition's vectors for a
             # few queries (366 MB to the workers at 10^6 reads for 0.5 s of search): the
-            # vectors are here, so the search is done here.
+            # vectors are here, so the search is done here (its CPU is this thread's).
             found = _on_this_thread(sample_neighbours, tasks())
-        for result in found:
-            self.stage.count("cpu_search", result.cpu_seconds)
         pairs = _distinct_pairs_of(found, n)
         lengths = self.units.lengths
         pairs = pairs.subset((lengths[pairs.lo] > 0) & (lengths[pairs.hi] > 0))
