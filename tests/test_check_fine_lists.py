@@ -1,0 +1,43 @@
+"""scripts/check_fine_lists.py: a strand's pairs, the pieces its met pairs leave, the lists."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+import check_fine_lists as fine  # noqa: E402
+
+
+def test_every_pair_of_a_strand_and_none_of_unlabelled_reads():
+    strand = np.array(["a", "b", "a", "", "a", "b", ""])
+    lo, hi = fine.strand_pairs(strand)
+    pairs = {tuple(sorted(p)) for p in zip(lo.tolist(), hi.tolist())}
+    assert pairs == {(0, 2), (0, 4), (2, 4), (1, 5)}
+
+
+def test_pieces_count_each_strand_once_when_whole_and_each_cut_off_read():
+    strand = np.array(["a", "a", "a", "b", "b", "c"])  # c: one read, one piece
+    lo, hi = fine.strand_pairs(strand)
+    every = np.ones(len(lo), dtype=bool)
+    assert fine.pieces_per_strand(every, lo, hi, strand) == 1.0
+    # Read 2 meets neither mate: strand a in two pieces, so 4 pieces for 3 strands.
+    cut = ~((lo == 2) | (hi == 2))
+    assert fine.pieces_per_strand(cut, lo, hi, strand) == 4 / 3
+
+
+def test_probing_every_list_meets_every_pair_and_one_list_misses_some():
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((60, 8)).astype(np.float32) * 3
+    strand = np.repeat(np.arange(60), 10).astype(str)
+    y = (centres[strand.astype(int)] + rng.standard_normal((600, 8))).astype(np.float32)
+    lo, hi = fine.strand_pairs(strand)
+    rows = fine.fine_rows(y, 30, [1, 20], lo, hi, strand, seed=0)
+    one, every = ([float(c) for c in row.strip("| ").split(" | ")[2:]] for row in rows)
+    assert one[0] >= 30  # a read's own list: 30 reads on average, more where lists differ
+    assert every[1] == 0.0 and every[2] == 1.0  # all 20 lists: every pair met, whole strands
+    assert one[1] > 0.0 and one[2] > 1.0  # its own list only: some pairs unmet
+    assert every[0] == 600.0  # every read searched against all 600
