@@ -80,12 +80,23 @@ def coarse_row(y: np.ndarray, sample: np.ndarray, lo, hi, strand: np.ndarray, se
     met = pairs_sharing_a_partition(lo, hi, cells)
     return (f"| {n:,} | round 1: cells of {plan.partition_size:,}, margin {plan.margin}, "
             f"up to {plan.max_cells} | {size[cells[:, 0]].mean():,.0f} | {1 - met.mean():.4f} | "
-            f"{pieces_per_strand(met, lo, hi, strand):.4f} |")
+            f"{pieces_per_strand(met, lo, hi, strand):.4f} | {part.cells:,} |")
+
+
+def nearest_of(index, y: np.ndarray, k: int) -> np.ndarray:
+    """Each row's ``k`` nearest in ``index`` (int32), searched in blocks (the distances of
+    3 x 10^6 reads to their 128 nearest lists at once would be 1.5 GB)."""
+    out = np.empty((len(y), k), dtype=np.int32)
+    for start in range(0, len(y), 1 << 18):
+        _, found = index.search(y[start : start + (1 << 18)], k)
+        out[start : start + len(found)] = found
+    return out
 
 
 def fine_rows(y: np.ndarray, per_list: int, probes: list[int], lo, hi, strand: np.ndarray,
-              seed: int) -> list[str]:
-    """Fine lists of ``per_list`` reads, each read probing its nearest ``probes`` lists."""
+              seed: int, groups: list[int] = ()) -> list[str]:
+    """Fine lists of ``per_list`` reads, each read probing its nearest ``probes`` lists;
+    for each of ``groups``, the same lists found in two levels (:func:`two_level`)."""
     from dnaembed.cluster.search import faiss_module
 
     faiss, n = faiss_module(), len(y)
@@ -97,21 +108,70 @@ def fine_rows(y: np.ndarray, per_list: int, probes: list[int], lo, hi, strand: n
     kmeans.train(train)
     index = faiss.IndexFlatL2(y.shape[1])
     index.add(kmeans.centroids)
-    _, nearest = index.search(y, max(probes))
+    wide = min(lists, max(probes) * WIDE_FACTOR) if groups else max(probes)
+    nearest = nearest_of(index, y, wide)
     home = nearest[:, 0]
     size = np.bincount(home, minlength=lists)
+    ways = [("", nearest, lists)]
+    for count in groups:
+        found, measured = two_level(kmeans.centroids, nearest, y, count, seed)
+        ways.append((f", found through the nearest {count} of {group_count(lists)} groups",
+                     found, measured))
     rows = []
-    for p in probes:
-        probed = nearest[:, :p]
-        met = (probed[lo] == home[hi][:, None]).any(1) | (probed[hi] == home[lo][:, None]).any(1)
-        rows.append(f"| {n:,} | fine lists of {per_list:,} ({lists:,}), {p} probed | "
-                    f"{size[probed].sum(1).mean():,.0f} | {1 - met.mean():.4f} | "
-                    f"{pieces_per_strand(met, lo, hi, strand):.4f} |")
+    for label, found, measured in ways:
+        for p in probes:
+            probed = found[:, :p]
+            met = ((probed[lo] == home[hi][:, None]).any(1)
+                   | (probed[hi] == home[lo][:, None]).any(1))
+            searched = np.where(probed >= 0, size[np.maximum(probed, 0)], 0).sum(1).mean()
+            rows.append(f"| {n:,} | fine lists of {per_list:,} ({lists:,}), {p} probed{label} | "
+                        f"{searched:,.0f} | {1 - met.mean():.4f} | "
+                        f"{pieces_per_strand(met, lo, hi, strand):.4f} | {measured:,.0f} |")
     return rows
 
 
-def set_rows(prefix: Path, model, per_lists: list[int], probes: list[int], seed: int
-             ) -> list[str]:
+#: The lists a two-level search may return are taken from this many times the probes
+#: nearest lists (exact), so that a read's choice among its groups' lists can be read off.
+WIDE_FACTOR = 4
+
+
+def group_count(lists: int) -> int:
+    """Groups of fine lists for the two-level search: about the square root of the lists."""
+    return max(1, int(round(np.sqrt(lists))))
+
+
+def two_level(centroids: np.ndarray, nearest: np.ndarray, y: np.ndarray, count: int,
+              seed: int) -> tuple[np.ndarray, float]:
+    """Each read's nearest lists among those of its ``count`` nearest groups (k-means of
+    the lists' centroids), in order; -1 where fewer were among ``nearest`` (the exact
+    nearest lists, wide enough that this is rare). Also the centroids a read is measured
+    against: the groups' and their lists' (on average)."""
+    from dnaembed.cluster.search import faiss_module
+
+    faiss = faiss_module()
+    groups = group_count(len(centroids))
+    kmeans = faiss.Kmeans(centroids.shape[1], groups, niter=ITERATIONS, seed=seed)
+    kmeans.train(centroids)
+    _, group_of = kmeans.index.search(centroids, 1)
+    group_of = group_of[:, 0]
+    index = faiss.IndexFlatL2(centroids.shape[1])
+    index.add(kmeans.centroids)
+    chosen = nearest_of(index, y, count)
+    lists_in = np.bincount(group_of, minlength=groups)
+    measured = groups + lists_in[chosen].sum(1).mean()
+    found = np.full(nearest.shape, -1, dtype=np.int32)
+    for start in range(0, len(y), 65_536):
+        block = slice(start, start + 65_536)
+        inside = (group_of[nearest[block]][:, :, None] == chosen[block][:, None, :]).any(2)
+        # The lists inside, nearest first (a stable sort keeps their order).
+        order = np.argsort(~inside, axis=1, kind="stable")
+        picked = np.take_along_axis(nearest[block], order, axis=1)
+        found[block] = np.where(np.take_along_axis(inside, order, axis=1), picked, -1)
+    return found, measured
+
+
+def set_rows(prefix: Path, model, per_lists: list[int], probes: list[int], groups: list[int],
+             seed: int) -> list[str]:
     from dnaembed.cluster.partition import fit_partitioner
     from dnaembed.cluster.partitioned import PartitionPlan
     from dnaembed.io.sequences import read_sequences
@@ -134,7 +194,7 @@ def set_rows(prefix: Path, model, per_lists: list[int], probes: list[int], seed:
     del vectors
     rows = [coarse_row(y, sample, lo, hi, strand, seed)]
     for per_list in per_lists:
-        rows += fine_rows(y, per_list, probes, lo, hi, strand, seed)
+        rows += fine_rows(y, per_list, probes, lo, hi, strand, seed, groups)
     return rows
 
 
@@ -143,6 +203,8 @@ def main() -> None:
     p.add_argument("--sizes", default="1000000,3000000", help="bench_scale set sizes")
     p.add_argument("--lists", default="256", help="reads per fine list, comma-separated")
     p.add_argument("--probes", default="8,16,32", help="lists probed per read")
+    p.add_argument("--groups", default="", help="also find the lists in two levels, through "
+                   "this many nearest groups of lists (comma-separated)")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/dnaembed-bench-scale"))
     p.add_argument("--model", default=None, help="search encoder (default: cluster's own)")
     p.add_argument("--seed", type=int, default=0)
@@ -156,11 +218,13 @@ def main() -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     model = load_search_model(args.model, "graph").model
     lines = ["| reads | searched against | distances a read | same-strand pairs met by no "
-             "search | pieces per strand |", "|---:|---|---:|---:|---:|"]
+             "search | pieces per strand | centroids a read is measured against |",
+             "|---:|---|---:|---:|---:|---:|"]
     for size in (int(s) for s in args.sizes.split(",") if s):
         prefix = ensure_set(args.workdir, size, args.seed)
         lines += set_rows(prefix, model, [int(x) for x in args.lists.split(",")],
-                          [int(x) for x in args.probes.split(",")], args.seed)
+                          [int(x) for x in args.probes.split(",")],
+                          [int(x) for x in args.groups.split(",") if x], args.seed)
         print("\n".join(lines), flush=True)
     finish(args.write_docs, "\n".join(lines))
 

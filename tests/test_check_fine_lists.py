@@ -41,3 +41,20 @@ def test_probing_every_list_meets_every_pair_and_one_list_misses_some():
     assert every[1] == 0.0 and every[2] == 1.0  # all 20 lists: every pair met, whole strands
     assert one[1] > 0.0 and one[2] > 1.0  # its own list only: some pairs unmet
     assert every[0] == 600.0  # every read searched against all 600
+
+
+def test_two_levels_through_every_group_find_the_nearest_lists_and_fewer_groups_miss_some():
+    rng = np.random.default_rng(1)
+    y = rng.standard_normal((3000, 8)).astype(np.float32)
+    centroids = rng.standard_normal((100, 8)).astype(np.float32)
+    from dnaembed.cluster.search import faiss_module
+
+    index = faiss_module().IndexFlatL2(8)
+    index.add(centroids)
+    nearest = fine.nearest_of(index, y, 40)
+    groups = fine.group_count(100)
+    found, measured = fine.two_level(centroids, nearest, y, groups, seed=0)
+    assert (found[:, :8] == nearest[:, :8]).all() and measured == groups + 100
+    found, measured = fine.two_level(centroids, nearest, y, 1, seed=0)
+    assert measured < groups + 100
+    assert (found[:, 0] >= 0).all() and (found[:, :8] != nearest[:, :8]).any()
