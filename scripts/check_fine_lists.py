@@ -94,9 +94,10 @@ def nearest_of(index, y: np.ndarray, k: int) -> np.ndarray:
 
 
 def fine_rows(y: np.ndarray, per_list: int, probes: list[int], lo, hi, strand: np.ndarray,
-              seed: int, groups: list[int] = ()) -> list[str]:
+              seed: int, groups: list[int] = (), efs: list[int] = ()) -> list[str]:
     """Fine lists of ``per_list`` reads, each read probing its nearest ``probes`` lists;
-    for each of ``groups``, the same lists found in two levels (:func:`two_level`)."""
+    for each of ``groups``, the same lists found in two levels (:func:`two_level`); for
+    each of ``efs``, through an HNSW graph of the lists' centroids (:func:`through_graph`)."""
     from dnaembed.cluster.search import faiss_module
 
     faiss, n = faiss_module(), len(y)
@@ -117,6 +118,9 @@ def fine_rows(y: np.ndarray, per_list: int, probes: list[int], lo, hi, strand: n
         found, measured = two_level(kmeans.centroids, nearest, y, count, seed)
         ways.append((f", found through the nearest {count} of {group_count(lists)} groups",
                      found, measured))
+    for ef in efs:
+        found, measured = through_graph(kmeans.centroids, y, max(probes), ef)
+        ways.append((f", found through an HNSW graph of the lists (ef {ef})", found, measured))
     rows = []
     for label, found, measured in ways:
         for p in probes:
@@ -133,6 +137,28 @@ def fine_rows(y: np.ndarray, per_list: int, probes: list[int], lo, hi, strand: n
 #: The lists a two-level search may return are taken from this many times the probes
 #: nearest lists (exact), so that a read's choice among its groups' lists can be read off.
 WIDE_FACTOR = 4
+
+
+#: Links per node of the lists' HNSW graph, and the breadth of its construction.
+GRAPH_LINKS = 32
+GRAPH_BUILD_EF = 80
+
+
+def through_graph(centroids: np.ndarray, y: np.ndarray, k: int, ef: int
+                  ) -> tuple[np.ndarray, float]:
+    """Each read's ``k`` nearest lists as an HNSW graph of their centroids finds them
+    (faiss, ``ef`` candidates kept while searching), and the centroids a read is measured
+    against on average (faiss's own count)."""
+    from dnaembed.cluster.search import faiss_module
+
+    faiss = faiss_module()
+    graph = faiss.IndexHNSWFlat(centroids.shape[1], GRAPH_LINKS)
+    graph.hnsw.efConstruction = GRAPH_BUILD_EF
+    graph.add(centroids)
+    graph.hnsw.efSearch = max(ef, k)
+    faiss.cvar.hnsw_stats.reset()
+    found = nearest_of(graph, y, k)
+    return found, faiss.cvar.hnsw_stats.ndis / max(len(y), 1)
 
 
 def group_count(lists: int) -> int:
@@ -171,7 +197,7 @@ def two_level(centroids: np.ndarray, nearest: np.ndarray, y: np.ndarray, count: 
 
 
 def set_rows(prefix: Path, model, per_lists: list[int], probes: list[int], groups: list[int],
-             seed: int) -> list[str]:
+             efs: list[int], seed: int) -> list[str]:
     from dnaembed.cluster.partition import fit_partitioner
     from dnaembed.cluster.partitioned import PartitionPlan
     from dnaembed.io.sequences import read_sequences
@@ -194,7 +220,7 @@ def set_rows(prefix: Path, model, per_lists: list[int], probes: list[int], group
     del vectors
     rows = [coarse_row(y, sample, lo, hi, strand, seed)]
     for per_list in per_lists:
-        rows += fine_rows(y, per_list, probes, lo, hi, strand, seed, groups)
+        rows += fine_rows(y, per_list, probes, lo, hi, strand, seed, groups, efs)
     return rows
 
 
@@ -205,6 +231,8 @@ def main() -> None:
     p.add_argument("--probes", default="8,16,32", help="lists probed per read")
     p.add_argument("--groups", default="", help="also find the lists in two levels, through "
                    "this many nearest groups of lists (comma-separated)")
+    p.add_argument("--hnsw", default="", help="also find the lists through an HNSW graph of "
+                   "their centroids, keeping this many candidates (comma-separated)")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/dnaembed-bench-scale"))
     p.add_argument("--model", default=None, help="search encoder (default: cluster's own)")
     p.add_argument("--seed", type=int, default=0)
@@ -224,7 +252,8 @@ def main() -> None:
         prefix = ensure_set(args.workdir, size, args.seed)
         lines += set_rows(prefix, model, [int(x) for x in args.lists.split(",")],
                           [int(x) for x in args.probes.split(",")],
-                          [int(x) for x in args.groups.split(",") if x], args.seed)
+                          [int(x) for x in args.groups.split(",") if x],
+                          [int(x) for x in args.hnsw.split(",") if x], args.seed)
         print("\n".join(lines), flush=True)
     finish(args.write_docs, "\n".join(lines))
 

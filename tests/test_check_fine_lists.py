@@ -58,3 +58,16 @@ def test_two_levels_through_every_group_find_the_nearest_lists_and_fewer_groups_
     found, measured = fine.two_level(centroids, nearest, y, 1, seed=0)
     assert measured < groups + 100
     assert (found[:, 0] >= 0).all() and (found[:, :8] != nearest[:, :8]).any()
+
+
+def test_a_wide_hnsw_search_of_few_lists_finds_the_nearest_and_counts_its_distances():
+    rng = np.random.default_rng(2)
+    y = rng.standard_normal((500, 8)).astype(np.float32)
+    centroids = rng.standard_normal((50, 8)).astype(np.float32)
+    from dnaembed.cluster.search import faiss_module
+
+    index = faiss_module().IndexFlatL2(8)
+    index.add(centroids)
+    found, measured = fine.through_graph(centroids, y, 5, ef=200)
+    assert (found == fine.nearest_of(index, y, 5)).all()  # ef over all 50: exact
+    assert 0 < measured <= 50 + 32 * 4
