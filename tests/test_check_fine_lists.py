@@ -43,15 +43,22 @@ def test_probing_every_list_meets_every_pair_and_one_list_misses_some():
     assert every[0] == 600.0  # every read searched against all 600
 
 
-def test_two_levels_through_every_group_find_the_nearest_lists_and_fewer_groups_miss_some():
-    rng = np.random.default_rng(1)
-    y = rng.standard_normal((3000, 8)).astype(np.float32)
-    centroids = rng.standard_normal((100, 8)).astype(np.float32)
+def reads_and_centroids(seed: int, reads: int, lists: int):
+    """Random reads and list centroids in 8 dimensions, and each read's exact nearest lists
+    (a function of ``k``)."""
     from dnaembed.cluster.search import faiss_module
 
+    rng = np.random.default_rng(seed)
+    y = rng.standard_normal((reads, 8)).astype(np.float32)
+    centroids = rng.standard_normal((lists, 8)).astype(np.float32)
     index = faiss_module().IndexFlatL2(8)
     index.add(centroids)
-    nearest = fine.nearest_of(index, y, 40)
+    return y, centroids, lambda k: fine.nearest_of(index, y, k)
+
+
+def test_two_levels_through_every_group_find_the_nearest_lists_and_fewer_groups_miss_some():
+    y, centroids, exact = reads_and_centroids(1, 3000, 100)
+    nearest = exact(40)
     groups = fine.group_count(100)
     found, measured = fine.two_level(centroids, nearest, y, groups, seed=0)
     assert (found[:, :8] == nearest[:, :8]).all() and measured == groups + 100
@@ -61,13 +68,7 @@ def test_two_levels_through_every_group_find_the_nearest_lists_and_fewer_groups_
 
 
 def test_a_wide_hnsw_search_of_few_lists_finds_the_nearest_and_counts_its_distances():
-    rng = np.random.default_rng(2)
-    y = rng.standard_normal((500, 8)).astype(np.float32)
-    centroids = rng.standard_normal((50, 8)).astype(np.float32)
-    from dnaembed.cluster.search import faiss_module
-
-    index = faiss_module().IndexFlatL2(8)
-    index.add(centroids)
+    y, centroids, exact = reads_and_centroids(2, 500, 50)
     found, measured = fine.through_graph(centroids, y, 5, ef=200)
-    assert (found == fine.nearest_of(index, y, 5)).all()  # ef over all 50: exact
+    assert (found == exact(5)).all()  # ef over all 50: exact
     assert 0 < measured <= 50 + 32 * 4
