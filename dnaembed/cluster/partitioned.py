@@ -10,7 +10,8 @@ heavy work is independent tasks (:mod:`dnaembed.cluster.partition_tasks`):
 2. embed every unit in fixed chunks: vectors (float16, in the search space,
    in memory or spilled) and cells;
 3. the threshold, from the full distances of a sample's candidate pairs
-   (the sample's reads searched first, each in its nearest cell); then round
+   (the sample's reads searched first, each in its nearest cell:
+   :mod:`dnaembed.cluster.threshold_sample`); then round
    1, per partition: exact neighbours of its home reads among its members,
    checked exactly against the threshold -> pairs;
 4. one union-find over all pairs, guarded as today (in this process);
@@ -48,35 +49,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs, levenshtein_pairs
+from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.graph import _GuardedLinker
 from dnaembed.cluster.labels import assemble
 from dnaembed.cluster.link_tasks import link_in_tasks
 from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_cells
-from dnaembed.cluster.partition_tasks import (
-    EmbedTask,
-    PartitionTask,
-    SampleTask,
-    embed_chunk,
-    sample_neighbours,
-    search_partition,
-)
+from dnaembed.cluster.partition_tasks import EmbedTask, PartitionTask, embed_chunk, search_partition
 from dnaembed.cluster.rescue import CandidateSearch, rescue_settings
 from dnaembed.cluster.rounds import PairCollector, RepresentativeRounds
-from dnaembed.cluster.search import faiss_module
-from dnaembed.cluster.threshold import (
-    FULL_LENGTH_FRACTION,
-    SAMPLE_PAIRS,
-    Threshold,
-    sample_threshold,
-)
+from dnaembed.cluster.threshold import FULL_LENGTH_FRACTION, Threshold
+from dnaembed.cluster.threshold_sample import sampled_threshold
 from dnaembed.cluster.units import Units
-from dnaembed.execute import runs_here
 from dnaembed.io.spill import SpillArray, SpillDir, trim_memory
 from dnaembed.log import logger
 
-#: Reads whose neighbours are checked in full to choose the threshold (as the graph method).
-THRESHOLD_SAMPLE_READS = 4_000
 #: Fewest reads per embedding chunk (below the plan's chunk size).
 MIN_CHUNK = 1_024
 
@@ -348,8 +334,7 @@ class _Run:
         """Step 3: the threshold from a sample's full distances; then every partition's
         pairs within it."""
         start = self.stage.clock()
-        threshold, histogram = _choose_threshold(self._sample_pairs(), self.units.lengths,
-                                                 self.units.median_length, self.seed, max_dist)
+        threshold, histogram = sampled_threshold(self, max_dist)
         self.stage.stats["distance_histogram"] = histogram
         noisy = threshold.source == "fallback" and len(self.units) > 50
         (logger.warning if noisy else logger.info)("%s", threshold.describe())
@@ -358,45 +343,6 @@ class _Run:
         self.stage.count("verified_pairs", len(lo))
         zeros = np.zeros(len(lo), np.int8)
         return threshold, CandidatePairs(lo, hi, zeros, zeros.astype(np.float32)), dist
-
-    def _sample_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The threshold sample's candidate pairs (unit ids) and their full distances.
-
-        :data:`THRESHOLD_SAMPLE_READS` reads drawn from all, each searched in its nearest
-        cell as round 1 searches it, before round 1: so that round 1 checks its pairs
-        against the threshold itself. The searches get the cells' vectors only (tasks on
-        this process's threads; on workers elsewhere, they run here instead); the
-        sample's distances are computed here (~64,000 pairs: 0.19 s of CPU at 10^6). Drawn from
-        a few cells instead, the sample missed the rarer reads of a real run: its
-        threshold came out lower and A_0.9 with it (docs/scaling.md).
-        """
-        n = len(self.units)
-        sample = np.zeros(n, dtype=bool)
-        rng = np.random.default_rng([self.seed, 7])
-        sample[rng.choice(n, min(n, THRESHOLD_SAMPLE_READS), replace=False)] = True
-        cells = np.unique(self.home[sample])
-
-        def tasks():
-            for cell in cells.tolist():
-                members = self.members[cell]
-                queries = np.flatnonzero(sample[members] & (self.home[members] == cell))
-                yield SampleTask(members, self.vectors.take(members), queries, self.neighbours)
-
-        if runs_here(self.runner):
-            found = list(self.runner.map(sample_neighbours, tasks(), desc="searching a sample",
-                                         unit="partition"))
-            for result in found:
-                self.stage.count("cpu_search", result.cpu_seconds)
-        else:
-            # Where tasks run elsewhere, each would carry a whole partition's vectors for a
-            # few queries (366 MB to the workers at 10^6 reads for 0.5 s of search): the
-            # vectors are here, so the search is done here (its CPU is this thread's).
-            found = _on_this_thread(sample_neighbours, tasks())
-        pairs = _distinct_pairs_of(found, n)
-        lengths = self.units.lengths
-        pairs = pairs.subset((lengths[pairs.lo] > 0) & (lengths[pairs.hi] > 0))
-        dist = levenshtein_pairs(self.units.seqs, None, pairs, workers=1)
-        return pairs.lo, pairs.hi, dist.astype(np.int32)
 
     def _search_partitions(self, cut: Threshold):
         """Round 1: every partition's home reads' pairs within ``cut`` (unit ids, distinct)."""
@@ -418,43 +364,6 @@ class _Run:
             self.stage.count("cpu_search", result.cpu_seconds)
         lo, hi, _, dist = pairs.distinct()
         return lo, hi, dist
-
-
-def _on_this_thread(fn, tasks) -> list:
-    """``fn`` on each task here, as a task runs (faiss on one thread: the task sets it for
-    its thread), then this thread's faiss threads back as they were (the k-means fits of
-    the rounds use them)."""
-    faiss = faiss_module()
-    before = faiss.omp_get_max_threads()
-    try:
-        return [fn(task) for task in tasks]
-    finally:
-        faiss.omp_set_num_threads(before)
-
-
-def _distinct_pairs_of(found: list, n: int) -> CandidatePairs:
-    """The candidate pairs of the sample's neighbour lists, each once, in key order (a pair
-    of two sample reads may come from two cells)."""
-    parts = [candidate_pairs(r.neighbours, rows=r.reads) for r in found]
-    lo = np.concatenate([p.lo for p in parts] + [np.zeros(0, np.int64)])
-    hi = np.concatenate([p.hi for p in parts] + [np.zeros(0, np.int64)])
-    key = np.unique(lo * n + hi)
-    none = np.zeros(len(key), np.int8)
-    return CandidatePairs(key // n, key % n, none, none.astype(np.float32))
-
-
-def _choose_threshold(sample: tuple, lengths: np.ndarray, median: float, seed: int,
-                      user_value: int | None) -> tuple[Threshold, np.ndarray]:
-    """The cut from the sample's full distances, as :meth:`Clusterer._threshold` does, and
-    the histogram of the distances it used (for the summary and its plot)."""
-    lo, hi, dist = sample
-    if len(dist) > SAMPLE_PAIRS:
-        pick = np.sort(np.random.default_rng([seed, 8]).choice(len(dist), SAMPLE_PAIRS,
-                                                               replace=False))
-        lo, hi, dist = lo[pick], hi[pick], dist[pick]
-    est, use = sample_threshold(dist, np.minimum(lengths[lo], lengths[hi]),
-                                np.maximum(lengths[lo], lengths[hi]), median, user_value)
-    return est, np.bincount(dist[use])
 
 
 def _split(units: Units, groups: np.ndarray, parity: np.ndarray, degree: np.ndarray,
