@@ -18,7 +18,11 @@ among its nearest would leave for the rounds). Round 1's pieces predicted this w
 were the pieces round 1 left (docs/scaling.md). No search, no exact check: the cost
 of a design, not a run.
 
+With ``--cost``, instead: what such a search would cost on one thread (the lists' fit,
+finding a read's lists, scanning them), against round 1's own exact search of a cell.
+
     python scripts/check_fine_lists.py --sizes 1000000,3000000 --lists 256 --probes 8,16,32
+    python scripts/check_fine_lists.py --sizes 1000000,3000000 --lists 256 --cost
 """
 
 from __future__ import annotations
@@ -196,8 +200,82 @@ def two_level(centroids: np.ndarray, nearest: np.ndarray, y: np.ndarray, count: 
     return found, measured
 
 
+#: Reads whose searches the cost rows time (the first of the set), and the lists probed.
+COST_QUERIES = 20_000
+COST_PROBES = 32
+COST_EF = 64
+
+
+def _cpu_of(fn) -> tuple[float, object]:
+    """This thread's CPU seconds for ``fn()``, and its result."""
+    import time
+
+    started = time.thread_time()
+    out = fn()
+    return time.thread_time() - started, out
+
+
+def cost_rows(y: np.ndarray, sample: np.ndarray, per_list: int, seed: int) -> list[str]:
+    """What round 1 on fine lists would cost on one thread, against round 1's own search:
+    the lists' fit, finding each read's lists (an HNSW graph of their centroids; exactly),
+    scanning them (faiss's inverted file, the lists given), and round 1's exact search of
+    one cell among all its members (the cells fitted on ``sample`` as round 1 fits them).
+    Rows: ``| reads | step | CPU | per read | per distance |``."""
+    from dnaembed.cluster.partition import fit_partitioner, members_of_cells
+    from dnaembed.cluster.partitioned import PartitionPlan
+    from dnaembed.cluster.search import faiss_module
+
+    faiss, n = faiss_module(), len(y)
+    faiss.omp_set_num_threads(1)
+    lists = max(1, n // per_list)
+    rng = np.random.default_rng([seed, 5])
+    train = y[np.sort(rng.choice(n, min(n, lists * POINTS_PER_LIST), replace=False))]
+    kmeans = faiss.Kmeans(y.shape[1], lists, niter=ITERATIONS, seed=seed,
+                          max_points_per_centroid=POINTS_PER_LIST)
+    fit, _ = _cpu_of(lambda: kmeans.train(train))
+    graph = faiss.IndexHNSWFlat(y.shape[1], GRAPH_LINKS)
+    graph.hnsw.efConstruction = GRAPH_BUILD_EF
+    build, _ = _cpu_of(lambda: graph.add(kmeans.centroids))
+    graph.hnsw.efSearch = COST_EF
+    queries = np.ascontiguousarray(y[:COST_QUERIES])
+    found, (_, probed) = _cpu_of(lambda: graph.search(queries, COST_PROBES))
+    flat = faiss.IndexFlatL2(y.shape[1])
+    flat.add(kmeans.centroids)
+    exact, _ = _cpu_of(lambda: flat.search(queries, COST_PROBES))
+    ivf = faiss.IndexIVFFlat(flat, y.shape[1], lists)
+    ivf.add(np.ascontiguousarray(y))
+    ivf.nprobe = COST_PROBES
+    sizes = np.array([ivf.invlists.list_size(i) for i in range(lists)])
+    probed = np.maximum(probed, 0)
+    scan, _ = _cpu_of(lambda: ivf.search_preassigned(
+        queries, 17, probed, np.zeros(probed.shape, np.float32)))
+    scanned = sizes[probed].sum()
+    plan = PartitionPlan()
+    part = fit_partitioner(y[sample], cells=max(1, -(-n // plan.partition_size)), search_dim=0,
+                           margin=plan.margin, max_cells=plan.max_cells, seed=seed)
+    cells = part.assign(y)
+    members = members_of_cells(cells, part.cells)[0]
+    home = members[cells[members, 0] == 0]
+    cell = faiss.IndexFlatL2(y.shape[1])
+    cell.add(np.ascontiguousarray(y[members]))
+    search, _ = _cpu_of(lambda: cell.search(np.ascontiguousarray(y[home]), 17))
+    q, h = len(queries), max(len(home), 1)
+    return [f"| {n:,} | fit of {lists:,} lists ({ITERATIONS} iterations, {POINTS_PER_LIST} "
+            f"points a list) | {fit:.1f} s | | |",
+            f"| {n:,} | HNSW graph of the lists' centroids: built | {build:.2f} s | | |",
+            f"| {n:,} | a read's {COST_PROBES} nearest lists, through the graph (ef {COST_EF}) "
+            f"| | {found / q * 1e6:.1f} µs | |",
+            f"| {n:,} | a read's {COST_PROBES} nearest lists, exactly (flat) | | "
+            f"{exact / q * 1e6:.1f} µs | |",
+            f"| {n:,} | scanning a read's {COST_PROBES} lists (inverted file), nearest 17 | | "
+            f"{scan / q * 1e6:.1f} µs | {scan / max(scanned, 1) * 1e9:.2f} ns |",
+            f"| {n:,} | round 1: a read of cell 0 against its {len(members):,} members "
+            f"(flat), nearest 17 | | {search / h * 1e6:.1f} µs | "
+            f"{search / (h * len(members)) * 1e9:.2f} ns |"]
+
+
 def set_rows(prefix: Path, model, per_lists: list[int], probes: list[int], groups: list[int],
-             efs: list[int], seed: int) -> list[str]:
+             efs: list[int], seed: int, cost: bool = False) -> list[str]:
     from dnaembed.cluster.partition import fit_partitioner
     from dnaembed.cluster.partitioned import PartitionPlan
     from dnaembed.io.sequences import read_sequences
@@ -218,6 +296,8 @@ def set_rows(prefix: Path, model, per_lists: list[int], probes: list[int], group
                                  margin=0.0, max_cells=1, seed=seed)
     y = projection.project(vectors)
     del vectors
+    if cost:
+        return cost_rows(y, sample, per_lists[0], seed)
     rows = [coarse_row(y, sample, lo, hi, strand, seed)]
     for per_list in per_lists:
         rows += fine_rows(y, per_list, probes, lo, hi, strand, seed, groups, efs)
@@ -233,6 +313,8 @@ def main() -> None:
                    "this many nearest groups of lists (comma-separated)")
     p.add_argument("--hnsw", default="", help="also find the lists through an HNSW graph of "
                    "their centroids, keeping this many candidates (comma-separated)")
+    p.add_argument("--cost", action="store_true", help="instead, time on one thread what "
+                   "round 1 on fine lists would cost against round 1's own search")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/dnaembed-bench-scale"))
     p.add_argument("--model", default=None, help="search encoder (default: cluster's own)")
     p.add_argument("--seed", type=int, default=0)
@@ -245,15 +327,17 @@ def main() -> None:
     set_threads(0)
     args.workdir.mkdir(parents=True, exist_ok=True)
     model = load_search_model(args.model, "graph").model
-    lines = ["| reads | searched against | distances a read | same-strand pairs met by no "
-             "search | pieces per strand | centroids a read is measured against |",
-             "|---:|---|---:|---:|---:|---:|"]
+    lines = (["| reads | step (one thread) | CPU | per read | per distance |",
+              "|---:|---|---:|---:|---:|"] if args.cost else
+             ["| reads | searched against | distances a read | same-strand pairs met by no "
+              "search | pieces per strand | centroids a read is measured against |",
+              "|---:|---|---:|---:|---:|---:|"])
     for size in (int(s) for s in args.sizes.split(",") if s):
         prefix = ensure_set(args.workdir, size, args.seed)
         lines += set_rows(prefix, model, [int(x) for x in args.lists.split(",")],
                           [int(x) for x in args.probes.split(",")],
                           [int(x) for x in args.groups.split(",") if x],
-                          [int(x) for x in args.hnsw.split(",") if x], args.seed)
+                          [int(x) for x in args.hnsw.split(",") if x], args.seed, args.cost)
         print("\n".join(lines), flush=True)
     finish(args.write_docs, "\n".join(lines))
 
