@@ -204,6 +204,8 @@ def two_level(centroids: np.ndarray, nearest: np.ndarray, y: np.ndarray, count: 
 COST_QUERIES = 20_000
 COST_PROBES = 32
 COST_EF = 64
+#: Neighbours a search returns: round 1's 16 and the read itself.
+NEAREST = 17
 
 
 def _cpu_of(fn) -> tuple[float, object]:
@@ -215,14 +217,57 @@ def _cpu_of(fn) -> tuple[float, object]:
     return time.thread_time() - started, out
 
 
+def _finding_costs(faiss, centroids: np.ndarray, queries: np.ndarray) -> dict:
+    """Each query's nearest lists through an HNSW graph of the centroids and exactly: the
+    graph's build, both searches' CPU, and the lists the graph found."""
+    graph = faiss.IndexHNSWFlat(centroids.shape[1], GRAPH_LINKS)
+    graph.hnsw.efConstruction = GRAPH_BUILD_EF
+    build, _ = _cpu_of(lambda: graph.add(centroids))
+    graph.hnsw.efSearch = COST_EF
+    through, (_, probed) = _cpu_of(lambda: graph.search(queries, COST_PROBES))
+    flat = faiss.IndexFlatL2(centroids.shape[1])
+    flat.add(centroids)
+    exact, _ = _cpu_of(lambda: flat.search(queries, COST_PROBES))
+    return {"build": build, "graph": through, "exact": exact, "probed": np.maximum(probed, 0),
+            "quantizer": flat}
+
+
+def _scan_cost(faiss, y: np.ndarray, found: dict, queries: np.ndarray) -> tuple[float, int]:
+    """CPU of scanning the found lists of every query (faiss's inverted file over all of
+    ``y``, the lists given), and the distances it computed."""
+    quantizer, probed = found["quantizer"], found["probed"]
+    ivf = faiss.IndexIVFFlat(quantizer, y.shape[1], quantizer.ntotal)
+    ivf.add(np.ascontiguousarray(y))
+    ivf.nprobe = COST_PROBES
+    sizes = np.array([ivf.invlists.list_size(i) for i in range(quantizer.ntotal)])
+    scan, _ = _cpu_of(lambda: ivf.search_preassigned(
+        queries, NEAREST, probed, np.zeros(probed.shape, np.float32)))
+    return scan, int(sizes[probed].sum())
+
+
+def _cell_cost(faiss, y: np.ndarray, sample: np.ndarray, seed: int) -> tuple[float, int, int]:
+    """CPU of round 1's exact search of cell 0's home reads among all its members (the
+    cells fitted on ``sample`` as round 1 fits them), its home reads and its members."""
+    from dnaembed.cluster.partition import fit_partitioner, members_of_cells
+    from dnaembed.cluster.partitioned import PartitionPlan
+
+    plan, n = PartitionPlan(), len(y)
+    part = fit_partitioner(y[sample], cells=max(1, -(-n // plan.partition_size)), search_dim=0,
+                           margin=plan.margin, max_cells=plan.max_cells, seed=seed)
+    cells = part.assign(y)
+    members = members_of_cells(cells, part.cells)[0]
+    home = members[cells[members, 0] == 0]
+    cell = faiss.IndexFlatL2(y.shape[1])
+    cell.add(np.ascontiguousarray(y[members]))
+    search, _ = _cpu_of(lambda: cell.search(np.ascontiguousarray(y[home]), NEAREST))
+    return search, max(len(home), 1), len(members)
+
+
 def cost_rows(y: np.ndarray, sample: np.ndarray, per_list: int, seed: int) -> list[str]:
     """What round 1 on fine lists would cost on one thread, against round 1's own search:
     the lists' fit, finding each read's lists (an HNSW graph of their centroids; exactly),
     scanning them (faiss's inverted file, the lists given), and round 1's exact search of
-    one cell among all its members (the cells fitted on ``sample`` as round 1 fits them).
-    Rows: ``| reads | step | CPU | per read | per distance |``."""
-    from dnaembed.cluster.partition import fit_partitioner, members_of_cells
-    from dnaembed.cluster.partitioned import PartitionPlan
+    one cell among all its members. Rows: ``| reads | step | CPU | per read | per distance |``."""
     from dnaembed.cluster.search import faiss_module
 
     faiss, n = faiss_module(), len(y)
@@ -233,45 +278,23 @@ def cost_rows(y: np.ndarray, sample: np.ndarray, per_list: int, seed: int) -> li
     kmeans = faiss.Kmeans(y.shape[1], lists, niter=ITERATIONS, seed=seed,
                           max_points_per_centroid=POINTS_PER_LIST)
     fit, _ = _cpu_of(lambda: kmeans.train(train))
-    graph = faiss.IndexHNSWFlat(y.shape[1], GRAPH_LINKS)
-    graph.hnsw.efConstruction = GRAPH_BUILD_EF
-    build, _ = _cpu_of(lambda: graph.add(kmeans.centroids))
-    graph.hnsw.efSearch = COST_EF
     queries = np.ascontiguousarray(y[:COST_QUERIES])
-    found, (_, probed) = _cpu_of(lambda: graph.search(queries, COST_PROBES))
-    flat = faiss.IndexFlatL2(y.shape[1])
-    flat.add(kmeans.centroids)
-    exact, _ = _cpu_of(lambda: flat.search(queries, COST_PROBES))
-    ivf = faiss.IndexIVFFlat(flat, y.shape[1], lists)
-    ivf.add(np.ascontiguousarray(y))
-    ivf.nprobe = COST_PROBES
-    sizes = np.array([ivf.invlists.list_size(i) for i in range(lists)])
-    probed = np.maximum(probed, 0)
-    scan, _ = _cpu_of(lambda: ivf.search_preassigned(
-        queries, 17, probed, np.zeros(probed.shape, np.float32)))
-    scanned = sizes[probed].sum()
-    plan = PartitionPlan()
-    part = fit_partitioner(y[sample], cells=max(1, -(-n // plan.partition_size)), search_dim=0,
-                           margin=plan.margin, max_cells=plan.max_cells, seed=seed)
-    cells = part.assign(y)
-    members = members_of_cells(cells, part.cells)[0]
-    home = members[cells[members, 0] == 0]
-    cell = faiss.IndexFlatL2(y.shape[1])
-    cell.add(np.ascontiguousarray(y[members]))
-    search, _ = _cpu_of(lambda: cell.search(np.ascontiguousarray(y[home]), 17))
-    q, h = len(queries), max(len(home), 1)
+    found = _finding_costs(faiss, kmeans.centroids, queries)
+    scan, scanned = _scan_cost(faiss, y, found, queries)
+    search, home, members = _cell_cost(faiss, y, sample, seed)
+    q, us = len(queries), 1e6
     return [f"| {n:,} | fit of {lists:,} lists ({ITERATIONS} iterations, {POINTS_PER_LIST} "
             f"points a list) | {fit:.1f} s | | |",
-            f"| {n:,} | HNSW graph of the lists' centroids: built | {build:.2f} s | | |",
+            f"| {n:,} | HNSW graph of the lists' centroids: built | {found['build']:.2f} s | | |",
             f"| {n:,} | a read's {COST_PROBES} nearest lists, through the graph (ef {COST_EF}) "
-            f"| | {found / q * 1e6:.1f} µs | |",
+            f"| | {found['graph'] / q * us:.1f} µs | |",
             f"| {n:,} | a read's {COST_PROBES} nearest lists, exactly (flat) | | "
-            f"{exact / q * 1e6:.1f} µs | |",
-            f"| {n:,} | scanning a read's {COST_PROBES} lists (inverted file), nearest 17 | | "
-            f"{scan / q * 1e6:.1f} µs | {scan / max(scanned, 1) * 1e9:.2f} ns |",
-            f"| {n:,} | round 1: a read of cell 0 against its {len(members):,} members "
-            f"(flat), nearest 17 | | {search / h * 1e6:.1f} µs | "
-            f"{search / (h * len(members)) * 1e9:.2f} ns |"]
+            f"{found['exact'] / q * us:.1f} µs | |",
+            f"| {n:,} | scanning a read's {COST_PROBES} lists (inverted file), nearest "
+            f"{NEAREST} | | {scan / q * us:.1f} µs | {scan / max(scanned, 1) * 1e9:.2f} ns |",
+            f"| {n:,} | round 1: a read of cell 0 against its {members:,} members (flat), "
+            f"nearest {NEAREST} | | {search / home * us:.1f} µs | "
+            f"{search / (home * members) * 1e9:.2f} ns |"]
 
 
 def set_rows(prefix: Path, model, per_lists: list[int], probes: list[int], groups: list[int],
