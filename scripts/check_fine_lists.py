@@ -297,30 +297,33 @@ def cost_rows(y: np.ndarray, sample: np.ndarray, per_list: int, seed: int) -> li
             f"{search / (home * members) * 1e9:.2f} ns |"]
 
 
-def set_rows(prefix: Path, model, per_lists: list[int], probes: list[int], groups: list[int],
-             efs: list[int], seed: int, cost: bool = False) -> list[str]:
+def search_space(prefix: Path, model, seed: int) -> tuple:
+    """A bench set's reads, their vectors in round 1's search space (the principal axes of
+    the sample round 1 draws), and that sample."""
     from dnaembed.cluster.partition import fit_partitioner
     from dnaembed.cluster.partitioned import PartitionPlan
     from dnaembed.io.sequences import read_sequences
-    from dnaembed.io.tables import read_labels
     from dnaembed.model.inference import embed_sequences
 
     reads = read_sequences(f"{prefix}.fastq.gz")
-    truth = read_labels(f"{prefix}.truth.tsv")
-    strand = np.array([truth.get(i, "") for i in reads.ids])
-    lo, hi = strand_pairs(strand)
     vectors = embed_sequences(model, reads.seqs)
     plan, n = PartitionPlan(), len(reads)
     rng = np.random.default_rng([seed, 21])
     cells = max(1, -(-n // plan.partition_size))
     sample = np.sort(rng.choice(n, min(n, max(plan.sample_size, 64 * cells)), replace=False))
-    # The search space as round 1's: the sample's principal axes.
     projection = fit_partitioner(vectors[sample], cells=1, search_dim=plan.search_dim,
                                  margin=0.0, max_cells=1, seed=seed)
-    y = projection.project(vectors)
-    del vectors
-    if cost:
-        return cost_rows(y, sample, per_lists[0], seed)
+    return reads, projection.project(vectors), sample
+
+
+def set_rows(prefix: Path, model, per_lists: list[int], probes: list[int], groups: list[int],
+             efs: list[int], seed: int) -> list[str]:
+    from dnaembed.io.tables import read_labels
+
+    reads, y, sample = search_space(prefix, model, seed)
+    truth = read_labels(f"{prefix}.truth.tsv")
+    strand = np.array([truth.get(i, "") for i in reads.ids])
+    lo, hi = strand_pairs(strand)
     rows = [coarse_row(y, sample, lo, hi, strand, seed)]
     for per_list in per_lists:
         rows += fine_rows(y, per_list, probes, lo, hi, strand, seed, groups, efs)
@@ -357,10 +360,14 @@ def main() -> None:
               "|---:|---|---:|---:|---:|---:|"])
     for size in (int(s) for s in args.sizes.split(",") if s):
         prefix = ensure_set(args.workdir, size, args.seed)
-        lines += set_rows(prefix, model, [int(x) for x in args.lists.split(",")],
-                          [int(x) for x in args.probes.split(",")],
-                          [int(x) for x in args.groups.split(",") if x],
-                          [int(x) for x in args.hnsw.split(",") if x], args.seed, args.cost)
+        per_lists = [int(x) for x in args.lists.split(",")]
+        if args.cost:  # no strands needed: the timings of one list size
+            _, y, sample = search_space(prefix, model, args.seed)
+            lines += cost_rows(y, sample, per_lists[0], args.seed)
+        else:
+            lines += set_rows(prefix, model, per_lists, [int(x) for x in args.probes.split(",")],
+                              [int(x) for x in args.groups.split(",") if x],
+                              [int(x) for x in args.hnsw.split(",") if x], args.seed)
         print("\n".join(lines), flush=True)
     finish(args.write_docs, "\n".join(lines))
 
