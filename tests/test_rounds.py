@@ -9,7 +9,7 @@ import pytest
 import dnaembed.cluster.graph as graph
 from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.graph import _GuardedLinker
-from dnaembed.cluster.rounds import PIECE_MIN_READS, pieces
+from dnaembed.cluster.rounds import PIECE_MIN_READS, pieces, rounds_over
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.cluster.unionfind import ParityUnionFind
 from dnaembed.encoding import reverse_complement
@@ -51,6 +51,23 @@ def _mutated(rng, seq: str, edits: int) -> str:
     for at in rng.integers(0, len(s), edits):
         s[at] = rng.choice(list("ACGT"))
     return "".join(s)
+
+
+def test_rounds_stop_after_too_few_merges_or_when_the_next_is_expected_to_merge_too_few():
+    # Round 2 alone: round 3 always follows, however few round 2 merged.
+    assert not rounds_over([0], 1000, 0.001)
+    # The last round merged at most 0.1% of 300,000 clusters (300).
+    assert rounds_over([134_381, 300], 300_000, 0.001)
+    assert not rounds_over([134_381, 301], 300_000, 0.001)
+    # 3 x 10^6 reads: 5,182 then 708 merges; the next about 708^2 / 5,182 = 97 <= 300.
+    assert rounds_over([134_381, 5_182, 708], 300_219, 0.001)
+    # Merges falling slowly: the next would merge about 640 > 300, so go on.
+    assert not rounds_over([134_381, 1_000, 800], 300_219, 0.001)
+    # Round 2 is no guide to the decay of later rounds (it searched for every cluster).
+    assert not rounds_over([134_381, 5_182], 305_401, 0.001)
+    # until 0: only a round that merged nothing stops them.
+    assert not rounds_over([10, 5, 1], 1000, 0.0)
+    assert rounds_over([10, 5, 0], 1000, 0.0)
 
 
 @pytest.mark.parametrize("block", [1, 7, 1000])

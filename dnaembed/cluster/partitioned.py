@@ -25,7 +25,8 @@ heavy work is independent tasks (:mod:`dnaembed.cluster.partition_tasks`):
    Rashtchian et al. (NeurIPS 2017). Each round works on one read per
    cluster, a fraction of the reads, with a wider margin than round 1's
    (cheap there); from round 3 on, rounds stop once one merges fewer than
-   ``rounds_until`` of the clusters, or after ``rounds``. Round 2 also lists
+   ``rounds_until`` of the clusters or the next is expected to (their merges
+   fall by about one factor a round), or after ``rounds``. Round 2 also lists
    the nearest representatives of the reads the rescue may examine;
 6. the split check (:mod:`dnaembed.cluster.split`) and the rescue
    (:mod:`dnaembed.cluster.rescue`), in this process.
@@ -89,7 +90,8 @@ class PartitionPlan:
     spill_vectors: bool = False
     sample_size: int = 4_096
     rounds: int = 6
-    #: Later rounds stop once one merges fewer than this fraction of the clusters.
+    #: Later rounds stop once one merges fewer than this fraction of the clusters, or the
+    #: next is expected to (:func:`~dnaembed.cluster.rounds.rounds_over`).
     rounds_until: float = 0.001
 
 
