@@ -9,7 +9,9 @@ peak resident memory (``VmHWM``), scored against the truth:
 
 * every size of --sizes in one process (``-t`` threads), --repeat times, the runs
   of the sizes interleaved; the ratio between sizes is that of their median runs;
-* the largest size of --budget-sizes in one process under ``--memory`` (--budget);
+* --budget-size in one process under ``--memory`` (--budget), --budget-repeat times,
+  each after a run of every size of --sizes: its time per read against the largest
+  size's, as the ratio of their median runs (and run by run);
 * --dask-size on a LocalCluster of 1 worker (1 thread) and of 2 workers (1 thread
   each), --dask-repeat times, interleaved: the speed-up of a second worker, as the
   ratio of their median runs;
@@ -321,21 +323,43 @@ def one_run(name: str, prefix: Path, args, extra: list[str], rows: list[dict],
     return row
 
 
-def repeated_sizes(sizes: list[int], args, threads: list[str], rows: list[dict]
-                   ) -> dict[str, dict]:
-    """Each size in one process, ``--repeat`` times, interleaved (the machine's speed
-    drifts); "small" and "large": the first and the last size's median-time runs."""
+def repeated_sizes(sizes: list[int], args, threads: list[str], rows: list[dict],
+                   budget: bool) -> dict[str, dict]:
+    """Each size in one process, ``--repeat`` times, and (``budget``) the budget's size
+    ``--budget-repeat`` times, all interleaved (the machine's speed drifts); "small",
+    "large" and "budget": the first and the last size's and the budget's median-time
+    runs, and "pairs": each attempt's largest size and budget run, side by side."""
     runs: dict[int, list[dict]] = {size: [] for size in sizes}
-    for attempt in range(args.repeat):
-        name, tag = "one process", ""
-        if args.repeat > 1:
-            name, tag = f"one process, run {attempt + 1}", f"-run{attempt + 1}"
-        for size in sizes:
-            runs[size].append(one_run(name, ensure_set(Path(args.workdir), size, args.seed,
-                                                         args.lanes),
-                                      args, threads, rows, tag=tag))
-    median = {size: median_run(r) for size, r in runs.items()}
-    return {"small": median[sizes[0]], "large": median[sizes[-1]]} if sizes else {}
+    budget_runs: list[dict] = []
+    attempts = max(args.repeat, args.budget_repeat if budget else 0)
+    for attempt in range(attempts):
+        if attempt < args.repeat:
+            for size in sizes:
+                name, tag = numbered("one process", "", attempt, args.repeat)
+                runs[size].append(one_run(name, ensure_set(Path(args.workdir), size,
+                                                           args.seed, args.lanes),
+                                          args, threads, rows, tag=tag))
+        if budget and attempt < args.budget_repeat:
+            prefix = ensure_set(Path(args.workdir), args.budget_size, args.seed, args.lanes)
+            name, tag = numbered(f"one process, --memory {args.budget}", "-budget", attempt,
+                                 args.budget_repeat)
+            budget_runs.append(one_run(name, prefix, args, [*threads, "--memory", args.budget],
+                                       rows, tag=tag))
+    out = {}
+    if sizes:
+        median = {size: median_run(r) for size, r in runs.items()}
+        out.update(small=median[sizes[0]], large=median[sizes[-1]])
+    if budget_runs:
+        out.update(budget=median_run(budget_runs),
+                   pairs=list(zip(runs[sizes[-1]], budget_runs)) if sizes else [])
+    return out
+
+
+def numbered(name: str, tag: str, attempt: int, count: int) -> tuple[str, str]:
+    """A run's name and output tag: numbered when there are several."""
+    if count == 1:
+        return name, tag
+    return f"{name}, run {attempt + 1}", f"{tag}-run{attempt + 1}"
 
 
 def median_run(runs: list[dict]) -> dict:
@@ -349,10 +373,9 @@ def dask_runs(prefix: Path, args, rows: list[dict]) -> dict[str, dict]:
     runs: dict[int, list[dict]] = {1: [], 2: []}
     for attempt in range(args.dask_repeat):
         for workers in (1, 2):
-            name = f"LocalCluster, {workers} worker{'s' if workers > 1 else ''} x 1 thread"
-            tag = f"-dask{workers}"
-            if args.dask_repeat > 1:
-                name, tag = f"{name}, run {attempt + 1}", f"{tag}-run{attempt + 1}"
+            name, tag = numbered(
+                f"LocalCluster, {workers} worker{'s' if workers > 1 else ''} x 1 thread",
+                f"-dask{workers}", attempt, args.dask_repeat)
             runs[workers].append(one_run(name, prefix, args,
                                          ["--workers", str(workers), "-t", str(workers)],
                                          rows, tag=tag))
@@ -411,6 +434,16 @@ def stage_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def pair_ratios(pairs: list[tuple[dict, dict]]) -> str:
+    """Time per read of the budget's run against the largest size's run just before it,
+    for each attempt (how far the machine's drift moves the ratio)."""
+    ratios = [(b["seconds"] / b["reads"]) / (s["seconds"] / s["reads"]) for s, b in pairs
+              if "error" not in s and "error" not in b]
+    if len(ratios) < 2:
+        return ""
+    return "; run by run " + ", ".join(f"{r:.2f}x" for r in ratios)
+
+
 def derived(rows: dict[str, dict], args) -> list[str]:
     """The targets: ratios measured side by side in this run."""
     out = []
@@ -426,7 +459,8 @@ def derived(rows: dict[str, dict], args) -> list[str]:
         per = budget["seconds"] / budget["reads"] / (large["seconds"] / large["reads"])
         out.append(f"- {budget['reads']:,} reads under --memory {args.budget}: peak "
                    f"{budget['client'] / MIB:,.0f} MiB, A_0.9 {a09(budget)} (target >= "
-                   f"0.999), time per read {per:.2f}x that of {large['reads']:,} (target <= 1.10)")
+                   f"0.999), time per read {per:.2f}x that of {large['reads']:,} (target <= 1.10)"
+                   + pair_ratios(rows.get("pairs", [])))
     one, two = rows.get("dask1"), rows.get("dask2")
     if one and two and "error" not in one and "error" not in two:
         out.append(f"- LocalCluster at {two['reads']:,} reads: 2 workers "
@@ -585,6 +619,9 @@ def main() -> None:
                    help="runs of each size of --sizes (the median run counts)")
     p.add_argument("--budget-size", type=int, default=3_000_000)
     p.add_argument("--budget", default="2G")
+    p.add_argument("--budget-repeat", type=int, default=1,
+                   help="runs under the budget, each after a run of every size of --sizes "
+                        "(the median run counts; each pair's ratio is printed too)")
     p.add_argument("--dask-size", type=int, default=1_000_000)
     p.add_argument("--dask-repeat", type=int, default=1,
                    help="runs of each LocalCluster (1 and 2 workers), interleaved; the "
@@ -611,7 +648,7 @@ def main() -> None:
                         "lanes is another set than the one-file set of its size)")
     add_write_docs(p, "Partitioned clustering at scale")
     args = p.parse_args()
-    for option in ("repeat", "dask_repeat", "lanes"):
+    for option in ("repeat", "budget_repeat", "dask_repeat", "lanes"):
         if getattr(args, option) < 1:
             p.error(f"--{option.replace('_', '-')} must be at least 1, "
                     f"not {getattr(args, option)}")
@@ -625,11 +662,7 @@ def main() -> None:
     named: dict[str, dict] = {}
     threads = ["-t", str(args.threads)]
     sizes = args.sizes
-    named.update(repeated_sizes(sizes, args, threads, rows))
-    if "budget" not in skip:
-        prefix = ensure_set(workdir, args.budget_size, args.seed, args.lanes)
-        named["budget"] = one_run(f"one process, --memory {args.budget}", prefix, args,
-                                  [*threads, "--memory", args.budget], rows, tag="-budget")
+    named.update(repeated_sizes(sizes, args, threads, rows, "budget" not in skip))
     if "dask" not in skip:
         prefix = ensure_set(workdir, args.dask_size, args.seed, args.lanes)
         named.update(dask_runs(prefix, args, rows))

@@ -54,3 +54,13 @@ def test_a_table_head_names_the_commit_it_is_given(monkeypatch):
     assert " · commit abc1234 · " in benchlib.table_head("cmd")
     monkeypatch.delenv("BENCH_COMMIT")
     assert " · commit abc1234 · " not in benchlib.table_head("cmd")
+
+
+def test_budget_runs_are_compared_with_the_largest_size_run_by_run():
+    pairs = [({"seconds": 70.0, "reads": 1_000_000}, {"seconds": 231.0, "reads": 3_000_000}),
+             ({"seconds": 60.0, "reads": 1_000_000}, {"seconds": 216.0, "reads": 3_000_000}),
+             ({"error": "stopped"}, {"seconds": 1.0, "reads": 3_000_000})]
+    assert bench_scale.pair_ratios(pairs) == "; run by run 1.10x, 1.20x"
+    assert bench_scale.pair_ratios(pairs[:1]) == ""  # one pair: the median ratio says it all
+    assert bench_scale.numbered("one process", "", 1, 3) == ("one process, run 2", "-run2")
+    assert bench_scale.numbered("one process", "-budget", 0, 1) == ("one process", "-budget")
