@@ -135,6 +135,9 @@ class RepresentativeRounds:
             run.stage.stats[f"round{number}_merges"] = linker.merges - merges
             merged.append(linker.merges - merges)
             if rounds_over(merged, len(reps), until):
+                if number < rounds and merged[-1] > until * len(reps):
+                    logger.info("rounds: round %d would merge about %d clusters; stopping",
+                                number + 1, expected_merges(merged))
                 break
 
     def release_vectors(self) -> None:
@@ -294,15 +297,19 @@ def rounds_over(merged: list[int], clusters: int, until: float) -> bool:
     merges fall by about one factor a round (3 x 10^6 nanopore reads: 5,182, 708, 156),
     and the next is about ``last * last / previous``. Stopping only after a round that
     merged too few runs that round for nothing; at 3 x 10^6 reads the fifth (156 merges,
-    ~17 s of the tasks' CPU; the rescue then took all but one of its pieces). Round 2
+    10-17 s of the tasks' CPU; the rescue then took all but one of its pieces). Round 2
     searches for every cluster and is no guide to the later ones' decay.
     """
     if len(merged) < 2:
         return False
-    last = merged[-1]
-    if last <= until * clusters:
+    if merged[-1] <= until * clusters:
         return True
-    return len(merged) >= 3 and last * last <= until * clusters * merged[-2]
+    return len(merged) >= 3 and expected_merges(merged) <= until * clusters
+
+
+def expected_merges(merged: list[int]) -> float:
+    """The next round's merges, expected from the last two rounds' (rounds 3.. only)."""
+    return merged[-1] * merged[-1] / max(merged[-2], 1)
 
 
 def pieces(weights: np.ndarray) -> np.ndarray:
