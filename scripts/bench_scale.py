@@ -334,8 +334,8 @@ def repeated_sizes(sizes: list[int], args, threads: list[str], rows: list[dict],
     attempts = max(args.repeat, args.budget_repeat if budget else 0)
     for attempt in range(attempts):
         if attempt < args.repeat:
+            name, tag = numbered("one process", "", attempt, args.repeat)
             for size in sizes:
-                name, tag = numbered("one process", "", attempt, args.repeat)
                 runs[size].append(one_run(name, ensure_set(Path(args.workdir), size,
                                                            args.seed, args.lanes),
                                           args, threads, rows, tag=tag))
