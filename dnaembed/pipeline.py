@@ -158,6 +158,7 @@ def clustered_files(
     precision: str = "auto",
     batch_size: int | None = None,
     keep_quals: bool = False,
+    threads: int = 0,
 ) -> Iterator[tuple[ClusterResult, ReadStore]]:
     """Cluster the reads of ``paths`` (one run) with the partitioned graph method.
 
@@ -167,8 +168,9 @@ def clustered_files(
     (:class:`dnaembed.cluster.partitioned.PartitionPlan` fields); ``memory``:
     bytes per process, the budget the work is split to fit (None: no limit);
     ``tmpdir``: where data that does not fit goes (removed at the end, also on
-    failure). Yields the result and the read store (ids and sequences for the
-    output files), valid until the block ends.
+    failure); ``threads``: this process's own, for the steps it runs while the tasks
+    wait (0: every available core). Yields the result and the read store (ids and
+    sequences for the output files), valid until the block ends.
     """
     from dnaembed.cluster.budget import plan_work
     from dnaembed.cluster.partitioned import cluster_units
@@ -191,7 +193,8 @@ def clustered_files(
             graph = {k: params[k] for k in ("max_dist", "neighbours", "guard", "guard_factor",
                                             "rescue", "rescue_max_size", "split") if k in params}
             found = cluster_units(units, model, runner, plan=work.plan, spill=spill, both=both,
-                                  seed=seed, precision=precision, batch_size=batch_size, **graph)
+                                  seed=seed, precision=precision, batch_size=batch_size,
+                                  threads=threads, **graph)
             found.stats["cpu_client"] = time.process_time() - cpu_start
             _log_found(found, model.config.window, runner)
             timings.update(found.timings)
@@ -293,7 +296,7 @@ def strands_from_files(
 
     with clustered_files(paths, model, runner, strand=strand, params=params, memory=memory,
                          tmpdir=tmpdir, seed=seed, precision=precision, batch_size=batch_size,
-                         keep_quals=True) as (result, store):
+                         keep_quals=True, threads=threads) as (result, store):
         start = time.perf_counter()
         strands = consensus_strands(
             store.read_set(), result.labels, expected_length=expected_length, min_size=min_size,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import assert_clean_error, run_cli
 from scale_data import simulate_run, small_encoder
 
 from dnaembed.cluster.partition_tasks import search_partition
@@ -295,6 +295,35 @@ def test_scheduler_and_two_worker_processes_write_the_same_file(sim, small_model
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _frozen_objects() -> int:
+    import gc
+
+    return gc.get_freeze_count()
+
+
+def _parameters_plus(model, task: int) -> int:
+    return sum(p.numel() for p in model.parameters()) + task
+
+
+def test_workers_keep_the_model_and_its_modules_out_of_the_collectors_passes(small_model):
+    # Each full collection would walk torch's ~200,000 objects (docs/scaling.md).
+    model = load_model(small_model).model
+    with DaskExecutor(workers=1, threads_per_worker=1) as executor:
+        assert list(executor.client.run(_frozen_objects).values()) == [0]
+        found = list(executor.map(_parameters_plus, [0, 1], shared=model))
+        assert found == [_parameters_plus(model, 0), _parameters_plus(model, 1)]
+        assert min(executor.client.run(_frozen_objects).values()) > 50_000
+
+
+def test_bad_input_on_a_local_cluster_is_a_clean_error(tmp_path, small_model):
+    bad = tmp_path / "bad.fastq"
+    bad.write_text("@r1\nACGT\n+\nIIII\n@r2\nACXT\n+\nIIII\n")
+    out = tmp_path / "c.tsv"
+    assert_clean_error(run_cli("cluster", str(bad), "-o", str(out), "-m", str(small_model),
+                               "--workers", "1"), "bad.fastq: record 2 (r2): invalid character")
+    assert not out.exists()
 
 
 def test_an_unreachable_scheduler_is_a_clean_error(sim, small_model, tmp_path):

@@ -99,7 +99,7 @@ def cluster_job(reads: Sequence[str], *, outputs: Mapping[str, str | None],
     The graph method runs partitioned, on the executor the options ask for
     (:func:`dnaembed.pipeline.clustered_files`); kmeans and dbscan in memory.
     """
-    from dnaembed.log import set_threads
+    from dnaembed.log import freeze_long_lived, set_threads
     from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
 
     check_inputs(reads)
@@ -108,6 +108,7 @@ def cluster_job(reads: Sequence[str], *, outputs: Mapping[str, str | None],
         workers = set_threads(threads)
         with timings("model"):
             checkpoint = load_search_model(model_path, method, resolve_device(device))
+        freeze_long_lived()
         model_path = search_model_name(model_path, method)
         job = _ClusterOutputs(out, outputs, plot_dir, fmt, model_path, method, strand,
                               orientation, size_labels, seed, checkpoint, timings, reads)
@@ -134,8 +135,8 @@ def cluster_job(reads: Sequence[str], *, outputs: Mapping[str, str | None],
                           options.get("memory")) as executor,
             clustered_files(reads, checkpoint.model, executor, strand=strand, params=graph,
                             memory=options.get("memory"), tmpdir=options.get("tmpdir"),
-                            seed=seed, precision=precision, batch_size=batch_size
-                            ) as (result, store),
+                            seed=seed, precision=precision, batch_size=batch_size,
+                            threads=workers) as (result, store),
         ):
             params = {"max_dist": graph["max_dist"], "neighbours": graph["neighbours"],
                       "rescue": graph["rescue"], "index_dim": options["index_dim"],
@@ -254,7 +255,7 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
     from dnaembed.cli.execution import open_executor
     from dnaembed.evaluate.clustering import read_truth
     from dnaembed.io.sequences import read_sequences
-    from dnaembed.log import set_threads
+    from dnaembed.log import freeze_long_lived, set_threads
     from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
     from dnaembed.pipeline import strands_from_files
 
@@ -267,6 +268,7 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
         cores = set_threads(threads)
         with timings("model"):
             checkpoint = load_search_model(model_path, "graph", resolve_device(device))
+        freeze_long_lived()
         model_path = search_model_name(model_path, "graph")
         # The references and the truth before the long work: a bad file fails fast.
         ref_set = read_sequences(refs) if refs else None

@@ -148,18 +148,20 @@ def cluster_units(
     seed: int = 0,
     precision: str = "auto",
     batch_size: int | None = None,
+    threads: int = 0,
 ) -> PartitionedResult:
     """Cluster the units with the partitioned graph method (see the module notes).
 
     Units far longer than the rest are set apart first, so that they change no other
-    unit's cluster (:mod:`dnaembed.cluster.extreme`).
+    unit's cluster (:mod:`dnaembed.cluster.extreme`). ``threads``: this process's own
+    threads, for the steps it runs itself while the tasks wait (0: every available core).
     """
     from dnaembed.cluster.extreme import far_longer, join_set_apart
 
     options = dict(plan=plan, spill=spill, neighbours=neighbours, max_dist=max_dist,
                    guard=guard, guard_factor=guard_factor, rescue=rescue,
                    rescue_max_size=rescue_max_size, split=split, both=both, seed=seed,
-                   precision=precision, batch_size=batch_size)
+                   precision=precision, batch_size=batch_size, threads=threads)
     apart = far_longer(units.lengths)
     if not apart.any():
         return _cluster_all(units, model, runner, **options)
@@ -174,13 +176,14 @@ def cluster_units(
 def _cluster_all(units: Units, model, runner, *, plan: PartitionPlan, spill: SpillDir | None,
                  neighbours: int, max_dist: int | None, guard: bool, guard_factor: float,
                  rescue: bool, rescue_max_size: int, split: bool, both: bool, seed: int,
-                 precision: str, batch_size: int | None) -> PartitionedResult:
+                 precision: str, batch_size: int | None, threads: int) -> PartitionedResult:
     """:func:`cluster_units` on units of typical lengths."""
     n = len(units)
     if n <= 1:
         return PartitionedResult(np.zeros(n, np.int64), np.zeros(n, np.int8),
                                  np.zeros(n, np.int64), None)
-    run = _Run(units, model, runner, plan, spill, neighbours, seed, precision, batch_size)
+    run = _Run(units, model, runner, plan, spill, neighbours, seed, precision, batch_size,
+               threads)
     try:
         run.embed_all()
         trim_memory()
@@ -211,7 +214,7 @@ def _cluster_all(units: Units, model, runner, *, plan: PartitionPlan, spill: Spi
         run.close()
         trim_memory()
         if split:
-            groups = _split(units, groups, parity, degree, threshold, run.stage)
+            groups = _split(units, groups, parity, degree, threshold, run.stage, run.threads)
         result = _finish(units, groups, parity, degree, threshold, rounds.lists,
                          search if rescuing else None, rescue_max_size, both, seed, run.stage,
                          runner)
@@ -224,8 +227,11 @@ class _Run:
     """The state of one partitioned run: the vectors, cells and partitioner; the runner."""
 
     def __init__(self, units, model, runner, plan, spill, neighbours, seed, precision,
-                 batch_size) -> None:
+                 batch_size, threads: int) -> None:
+        from dnaembed.log import available_cores
+
         self.units, self.model, self.runner, self.plan = units, model, runner, plan
+        self.threads = threads if threads > 0 else available_cores()
         self.neighbours, self.seed = neighbours, seed
         self.precision, self.batch_size = precision, batch_size
         self.stage = _Stage()
@@ -369,15 +375,15 @@ class _Run:
 
 
 def _split(units: Units, groups: np.ndarray, parity: np.ndarray, degree: np.ndarray,
-           threshold: Threshold, stage: _Stage) -> np.ndarray:
-    """Step 5b: clusters whose reads form two groups are split (:mod:`.split`), here."""
+           threshold: Threshold, stage: _Stage, threads: int) -> np.ndarray:
+    """Step 5b: clusters whose reads form two groups are split (:mod:`.split`), here, on
+    ``threads`` threads."""
     from dnaembed.cluster.split import split_clusters
-    from dnaembed.log import available_cores
 
     start = stage.clock()
     groups, counts = split_clusters(units.seqs, units.seqs.reversed(), groups, parity, degree,
                                     units.weights, threshold, lengths=units.lengths,
-                                    workers=available_cores())
+                                    workers=threads)
     stage.stats.update(counts)
     stage.timed("split", start)
     return groups

@@ -10,6 +10,9 @@ against the threshold itself.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 
 from dnaembed.cluster.base import THRESHOLD_SAMPLE_READS
@@ -18,6 +21,7 @@ from dnaembed.cluster.partition_tasks import SampleTask, sample_neighbours
 from dnaembed.cluster.search import faiss_module
 from dnaembed.cluster.threshold import SAMPLE_PAIRS, Threshold, sample_threshold
 from dnaembed.execute import runs_here
+from dnaembed.execute.inline import InlineExecutor
 
 
 def sampled_threshold(run, user_value: int | None) -> tuple[Threshold, np.ndarray]:
@@ -31,11 +35,13 @@ def sampled_threshold(run, user_value: int | None) -> tuple[Threshold, np.ndarra
 def _sample_pairs(run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The sample's candidate pairs (unit ids) and their full distances.
 
-    The searches get the cells' vectors only: tasks on this process's threads, or, where
-    the tasks run on workers elsewhere, here. The distances are computed here (~64,000
-    pairs: 0.19 s of CPU at 10^6). Drawn from a few cells instead, the sample missed the
-    rarer reads of a real run: its threshold came out lower and A_0.9 with it
-    (docs/scaling.md).
+    The searches get the cells' vectors only: tasks on the runner where they share this
+    process, else here, on this process's threads (the run's ``threads``: the workers
+    wait for the threshold). Sent to workers elsewhere, each task would carry a whole
+    partition's vectors for a few queries (366 MB at 10^6 reads for 0.5 s of search).
+    The distances are computed here (~64,000 pairs: 0.19 s of CPU at 10^6). Drawn from a
+    few cells instead, the sample missed the rarer reads of a real run: its threshold
+    came out lower and A_0.9 with it (docs/scaling.md).
     """
     n = len(run.units)
     sample = np.zeros(n, dtype=bool)
@@ -49,31 +55,32 @@ def _sample_pairs(run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             queries = np.flatnonzero(sample[members] & (run.home[members] == cell))
             yield SampleTask(members, run.vectors.take(members), queries, run.neighbours)
 
-    if runs_here(run.runner):
-        found = list(run.runner.map(sample_neighbours, tasks(), desc="searching a sample",
-                                    unit="partition"))
-        for result in found:
-            run.stage.count("cpu_search", result.cpu_seconds)
-    else:
-        # Where tasks run elsewhere, each would carry a whole partition's vectors for a
-        # few queries (366 MB to the workers at 10^6 reads for 0.5 s of search): the
-        # vectors are here, so the search is done here (its CPU is this thread's).
-        found = _on_this_thread(sample_neighbours, tasks())
+    with _runner_here(run) as runner:
+        found = list(runner.map(sample_neighbours, tasks(), desc="searching a sample",
+                                unit="partition"))
+    for result in found:
+        run.stage.count("cpu_search", result.cpu_seconds)
     pairs = _distinct_pairs_of(found, n)
     lengths = run.units.lengths
     pairs = pairs.subset((lengths[pairs.lo] > 0) & (lengths[pairs.hi] > 0))
-    dist = levenshtein_pairs(run.units.seqs, None, pairs, workers=1)
+    dist = levenshtein_pairs(run.units.seqs, None, pairs, workers=run.threads)
     return pairs.lo, pairs.hi, dist.astype(np.int32)
 
 
-def _on_this_thread(fn, tasks) -> list:
-    """``fn`` on each task here, as a task runs (faiss on one thread: the task sets it for
-    its thread), then this thread's faiss threads back as they were (the k-means fits of
-    the rounds use them)."""
+@contextlib.contextmanager
+def _runner_here(run) -> Iterator:
+    """The run's runner where its tasks share this process; else one on ``run.threads``
+    threads here, with this thread's faiss threads put back as they were after (a task
+    sets them for the thread it runs on, this one among them; the rounds' k-means fits
+    use them)."""
+    if runs_here(run.runner):
+        yield run.runner
+        return
     faiss = faiss_module()
     before = faiss.omp_get_max_threads()
     try:
-        return [fn(task) for task in tasks]
+        with InlineExecutor(run.threads) as here:
+            yield here
     finally:
         faiss.omp_set_num_threads(before)
 

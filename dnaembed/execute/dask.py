@@ -75,7 +75,10 @@ class SharedObject(WorkerPlugin):
         self.payload = payload
 
     def setup(self, worker) -> None:
+        from dnaembed.log import freeze_long_lived
+
         _SHARED[self.name] = pickle.loads(self.payload)
+        freeze_long_lived()  # the model and torch's modules stay to the worker's end
 
     def teardown(self, worker) -> None:
         _SHARED.pop(self.name, None)
