@@ -37,6 +37,7 @@ two are measured side by side.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -114,6 +115,7 @@ def worker(args: argparse.Namespace) -> None:
     load_before = os.getloadavg()[0]
     method, params = method_spec(args.method)
     model = load_search_model(args.model, method).model
+    gc.freeze()  # as `dnaembed cluster` does once the model is loaded (log.freeze_long_lived)
     t0 = time.perf_counter()
     if method == "graph" and not params.pop("in_memory", False):
         # What `dnaembed cluster` runs: the partitioned graph method, in this process.
