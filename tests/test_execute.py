@@ -317,6 +317,16 @@ def test_workers_keep_the_model_and_its_modules_out_of_the_collectors_passes(sma
         assert min(executor.client.run(_frozen_objects).values()) > 50_000
 
 
+def test_a_process_freezes_its_long_lived_objects_once():
+    # Run apart: freezing pytest's own objects would outlive this test.
+    code = ("import gc; from dnaembed.log import freeze_long_lived as f; f(); "
+            "first = gc.get_freeze_count(); kept = [[i] for i in range(10_000)]; f(); "
+            "print(first, gc.get_freeze_count())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    first, second = map(int, out.stdout.split())
+    assert first > 1_000 and second == first
+
+
 def test_bad_input_on_a_local_cluster_is_a_clean_error(tmp_path, small_model):
     bad = tmp_path / "bad.fastq"
     bad.write_text("@r1\nACGT\n+\nIIII\n@r2\nACXT\n+\nIIII\n")

@@ -78,7 +78,7 @@ class SharedObject(WorkerPlugin):
         from dnaembed.log import freeze_long_lived
 
         _SHARED[self.name] = pickle.loads(self.payload)
-        freeze_long_lived()  # the model and torch's modules stay to the worker's end
+        freeze_long_lived()  # torch's modules and the first model stay to the worker's end
 
     def teardown(self, worker) -> None:
         _SHARED.pop(self.name, None)
