@@ -173,3 +173,50 @@ def test_closed_in_memory_array_lets_its_rows_go():
     assert array.take(np.array([0, 999])).shape == (2, 4)
     array.close()
     assert array._buffer == bytearray()
+
+
+def _resident_file_bytes() -> int:
+    """This process's resident pages of mapped files (Linux), in bytes."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1]) << 10
+    pytest.skip("no RssFile in /proc/self/status")
+
+
+def test_a_spilled_array_keeps_its_pages_resident_only_within_resident_up_to(tmp_path):
+    # 64 MiB of rows, read back a partition at a time, each partition's rows scattered
+    # over the whole file (as round 1 reads its members' vectors).
+    rows, width = 1 << 16, 512
+    array = SpillArray((width,), np.float16, spill_to=tmp_path / "vectors.f16")
+    for start in range(0, rows, 4096):
+        array.append(np.full((4096, width), start // 4096, np.float16))
+    array.finish()
+    parts = np.array_split(np.random.default_rng(5).permutation(rows), 32)
+
+    def read_every_part() -> int:
+        """Resident bytes of mapped files, after the reads, beyond those before."""
+        before = _resident_file_bytes()
+        for part in parts:
+            assert (array.take(np.sort(part))[:, 0] == np.sort(part) // 4096).all()
+        return _resident_file_bytes() - before
+
+    assert read_every_part() < 16 << 20  # given back after every 8 MB (RELEASE_BYTES)
+    with array.resident_up_to(array.nbytes):
+        assert read_every_part() > 48 << 20  # faulted in once, kept
+        inside = _resident_file_bytes()
+    assert inside - _resident_file_bytes() > 48 << 20  # given back at the block's end
+    with array.resident_up_to(16 << 20):  # less than the file: given back as it grows
+        assert read_every_part() < 32 << 20
+    array.close()
+
+
+def test_a_memory_budget_lets_round_1_keep_its_spilled_vectors_resident():
+    from dnaembed.cluster.budget import MB, ROUND1_RESIDENT_PER_READ, plan_work
+
+    work = plan_work(2048 * MB, None, units=3_000_000)
+    assert work.plan.spill_vectors
+    assert work.plan.resident_vectors == ROUND1_RESIDENT_PER_READ * 3_000_000
+    assert "search vectors 366.2 MB (float16) spilled to the tmpdir (366.2 MB of them " \
+           "resident in round 1)" in work.describe()
+    assert plan_work(None, None, units=3_000_000).plan.resident_vectors == 0

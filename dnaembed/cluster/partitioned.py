@@ -88,6 +88,9 @@ class PartitionPlan:
     rep_max_cells: int = 8
     search_dim: int = 64
     spill_vectors: bool = False
+    #: Bytes of the spilled vectors' pages that may stay resident while the threshold's
+    #: sample and round 1 read them (the budget's ``ROUND1_RESIDENT_PER_READ`` a read).
+    resident_vectors: int = 0
     sample_size: int = 4_096
     rounds: int = 6
     #: Later rounds stop once one merges fewer than this fraction of the clusters, or the
@@ -342,11 +345,12 @@ class _Run:
         """Step 3: the threshold from a sample's full distances; then every partition's
         pairs within it."""
         start = self.stage.clock()
-        threshold, histogram = sampled_threshold(self, max_dist)
-        self.stage.stats["distance_histogram"] = histogram
-        noisy = threshold.source == "fallback" and len(self.units) > 50
-        (logger.warning if noisy else logger.info)("%s", threshold.describe())
-        lo, hi, dist = self._search_partitions(threshold)
+        with self.vectors.resident_up_to(self.plan.resident_vectors):
+            threshold, histogram = sampled_threshold(self, max_dist)
+            self.stage.stats["distance_histogram"] = histogram
+            noisy = threshold.source == "fallback" and len(self.units) > 50
+            (logger.warning if noisy else logger.info)("%s", threshold.describe())
+            lo, hi, dist = self._search_partitions(threshold)
         self.stage.timed("search", start)
         self.stage.count("verified_pairs", len(lo))
         zeros = np.zeros(len(lo), np.int8)
