@@ -164,6 +164,12 @@ def test_neighbour_lists_keep_unit_ids_in_int32():
     assert indices.dtype == np.int32
     assert indices.tolist() == [[9, 2, -1, -1], [-1, -1, 5, -1]]
     assert distances[1, 2] == pytest.approx(0.5)
+    # A row without lists (a part the split made): none, at an infinite distance.
+    indices, distances = lists(np.array([5, 8]))
+    assert indices.tolist() == [[-1, -1, -1, -1], [-1, -1, 5, -1]]
+    assert np.isinf(distances[0]).all() and distances[1, 2] == pytest.approx(0.5)
+    empty = NeighbourLists(np.zeros(0, np.int64), k=2, both=False)
+    assert empty(np.array([1]))[0].tolist() == [[-1, -1]]
 
 
 def test_closed_in_memory_array_lets_its_rows_go():

@@ -50,14 +50,27 @@ class NeighbourLists:
         self.distances[side, at] = distances
 
     def __call__(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The rescue's ``neighbours_of``: forward lists, then reverse ones, side by side."""
+        """The rescue's ``neighbours_of``: forward lists, then reverse ones, side by side.
+
+        A row without lists gets none (-1, at an infinite distance), and its candidates
+        from the k-mer search alone: the lists are made in round 2 for the reads of
+        clusters small enough for the rescue then, and the split after the rounds can
+        make a small cluster of a larger one (two related designs of 3 to 5 reads each,
+        where a noisy run's rescue takes clusters of up to 5).
+        """
         rows = np.asarray(rows, dtype=np.int64)
-        at = np.minimum(np.searchsorted(self.rows, rows), max(len(self.rows) - 1, 0))
-        if len(rows) and (len(self.rows) == 0 or (self.rows[at] != rows).any()):
-            raise AssertionError("rescue rows outside the precomputed set")
         sides = range(2 if self.both else 1)
-        return (np.concatenate([self.indices[s, at] for s in sides], axis=1),
-                np.concatenate([self.distances[s, at] for s in sides], axis=1))
+        k = self.indices.shape[2]
+        indices = np.full((len(rows), k * len(sides)), -1, dtype=np.int32)
+        distances = np.full((len(rows), k * len(sides)), np.inf, dtype=np.float32)
+        if len(self.rows) == 0:
+            return indices, distances
+        at = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
+        held = self.rows[at] == rows
+        at = at[held]
+        indices[held] = np.concatenate([self.indices[s, at] for s in sides], axis=1)
+        distances[held] = np.concatenate([self.distances[s, at] for s in sides], axis=1)
+        return indices, distances
 
 
 @dataclass
