@@ -85,7 +85,15 @@ class PartitionPlan:
     #: third fewer merges.
     rep_margin: float = 1.25
     max_cells: int = 4
-    rep_max_cells: int = 8
+    #: Cells a centre is copied to in rounds 2.. (within ``rep_margin``). Why 6, not 8: a
+    #: round costs its copies, and more of them as the cells multiply (round 2 at 3 x
+    #: 10^6 reads: 5.74 copies against 7.45). One pair each (thirty-first session): the
+    #: rounds' tasks 88.7 s of CPU against 104.8 at 3 x 10^6 under --memory 2G (205.7 s
+    #: against 213.0), 22.0-22.6 against 25.6-26.5 at 10^6; the later rounds merge what
+    #: round 2 leaves (1,469 merges in round 4 against 708, no round more); A_0.9
+    #: 0.99997 against 0.99998 at 3 x 10^6, 0.99999 against 1.0000 at 10^6, the same on
+    #: ldpc-exp7 (0.9751) and a nanopore-hard set (0.9988).
+    rep_max_cells: int = 6
     search_dim: int = 64
     spill_vectors: bool = False
     #: Bytes of the spilled vectors' pages that may stay resident while the threshold's
