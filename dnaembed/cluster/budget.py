@@ -79,7 +79,7 @@ class WorkPlan:
         where = "in memory"
         if p.spill_vectors:
             resident = min(p.resident_vectors, vectors)
-            where = (f"spilled to the tmpdir ({resident / MB:,.1f} MB of them resident in "
+            where = (f"spilled to the tmpdir (up to {resident / MB:,.1f} MB of them resident in "
                      "round 1)")
         return (f"{head}: {reads}; search vectors {vectors / MB:,.1f} MB (float16) {where}; "
                 f"embedding in chunks of {p.chunk_size:,} reads; partitions of about "
