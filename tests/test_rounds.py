@@ -1,5 +1,5 @@
-"""The guarded linker and rounds 2.. of partitioned clustering: what is linked, and which
-clusters a round searches for."""
+"""The guarded linker and rounds 2.. of partitioned clustering: what is linked, which
+clusters a round searches for, and the rescue's lists."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 import dnaembed.cluster.graph as graph
 from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.graph import _GuardedLinker
-from dnaembed.cluster.rounds import PIECE_MIN_READS, pieces, rounds_over
+from dnaembed.cluster.partition_tasks import ListTask, list_partition
+from dnaembed.cluster.rounds import PIECE_MIN_READS, nearest_of_lists, pieces, rounds_over
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.cluster.unionfind import ParityUnionFind
 from dnaembed.encoding import reverse_complement
@@ -121,3 +122,28 @@ def test_union_find_labels_are_what_find_says_of_each_element():
     assert roots.tolist() == [r for r, _ in found]
     assert parity.tolist() == [p for _, p in found]
     assert len(set(roots.tolist())) < 2_000 and parity.any()  # deep trees, both parities
+
+
+def test_the_rescues_lists_over_cells_are_the_nearest_members_of_all():
+    rng = np.random.default_rng(4)
+    vectors = rng.normal(size=(300, 8)).astype(np.float16)
+    members = np.arange(0, 300, 2)  # unit ids; queries 0, 8 and 10 are members
+    queries = np.array([0, 1, 5, 8, 10])
+    reverse = np.array([False, False, False, False, True])
+    cells = np.array_split(members, 4)  # every query searched in every cell
+    found = [list_partition(ListTask(c, vectors[c], queries, reverse, vectors[queries], 6))
+             for c in cells]
+    assert all(f.indices.shape == (5, 6) for f in found)
+    # A sixth query in no cell: no list.
+    indices, distances = nearest_of_lists(np.tile(np.arange(5), 4), found, 6, 6)
+    x, y = vectors[queries].astype(np.float32), vectors[members].astype(np.float32)
+    d = ((x[:, None] - y[None]) ** 2).sum(axis=2)
+    for i, unit in enumerate(queries.tolist()):
+        nearest = members[np.argsort(d[i], kind="stable")].tolist()
+        # A forward query is not its own neighbour; a reverse complement may be.
+        expected = [m for m in nearest if reverse[i] or m != unit][:6]
+        assert indices[i].tolist() == expected
+        assert np.allclose(distances[i], np.sort(d[i][np.searchsorted(members, expected)]),
+                           rtol=1e-3)
+    assert 0 not in indices[0] and 8 not in indices[3] and indices[4, 0] == 10
+    assert indices[5].tolist() == [-1] * 6 and np.isinf(distances[5]).all()

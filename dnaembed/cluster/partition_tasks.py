@@ -1,6 +1,6 @@
 """The independent tasks of partitioned clustering: plain data in, plain data out.
 
-Four kinds, each a module-level function of one dataclass (so that any
+Five kinds, each a module-level function of one dataclass (so that any
 executor can pickle it to another process or machine and run it again after
 a failure):
 
@@ -11,9 +11,10 @@ a failure):
   computed where the threshold is chosen);
 * :func:`search_partition`: one partition -> the exact-checked candidate pairs
   of its home reads (neighbours searched exactly among all its members);
-* :func:`query_partition`: one partition and reads from elsewhere (the
-  reverse complements of cluster representatives, the rescue's reads) ->
-  their checked pairs, or their neighbour lists.
+* :func:`query_partition`: one partition and reads from elsewhere (cluster
+  representatives as read and reverse-complemented) -> their checked pairs;
+* :func:`list_partition`: one partition's vectors and reads from elsewhere (the
+  rescue's) -> their nearest members, unchecked.
 
 Every task runs on one thread: faiss's distances depend on how the work is
 split between threads, and each task must give the same bytes wherever it
@@ -223,8 +224,7 @@ class QueryTask:
     the vectors and sequences searched, oriented (a reverse-complement query's
     are the reverse complement's); ``reverse``: the query is a reverse
     complement (its pairs have parity 1; it keeps itself among its candidates,
-    as a forward query does not); ``check``: the query's candidates are
-    checked and returned as pairs, else its neighbour list is returned as is.
+    as a forward query does not).
     """
 
     members: np.ndarray
@@ -236,7 +236,6 @@ class QueryTask:
     query_data: np.ndarray
     query_lengths: np.ndarray
     reverse: np.ndarray
-    check: np.ndarray
     cut: Threshold
     neighbours: int
 
@@ -248,14 +247,11 @@ class QueryResult:
     parity: np.ndarray
     dist: np.ndarray
     candidates: int
-    listed: np.ndarray  # rows of the task's queries whose lists follow
-    indices: np.ndarray  # (len(listed), neighbours) unit ids, -1 for none
-    distances: np.ndarray  # float32, +inf for none
     cpu_seconds: float = 0.0
 
 
 def query_partition(task: QueryTask) -> QueryResult:
-    """Each query's nearest members; checked pairs or neighbour lists (see :class:`QueryTask`).
+    """Each query's nearest members, checked exactly (see :class:`QueryTask`).
 
     One search for all the queries (its distances depend on how faiss splits the
     work, so it is not split here), then the candidates checked for
@@ -271,38 +267,38 @@ def query_partition(task: QueryTask) -> QueryResult:
              for start in range(0, len(task.queries), QUERY_CHECK_BLOCK)]
     if not parts:
         parts = [_query_block(task, found, slice(0, 0), query_seqs, member_seqs)]
-    joined = [np.concatenate([p[i] for p in parts]) for i in (0, 1, 2, 3, 5, 6, 7)]
-    lo, hi, parity, d, listed, indices, distances = joined
-    return QueryResult(lo, hi, parity, d, sum(p[4] for p in parts), listed, indices, distances,
+    lo, hi, parity, d = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    return QueryResult(lo, hi, parity, d, sum(p[4] for p in parts),
                        time.thread_time() - started)
 
 
 def _query_block(task: QueryTask, found: Neighbours, rows: slice, query_seqs: list[str],
                  member_seqs: list[str]):
-    """The queries ``rows`` of a task: checked pairs, and the lists of the unchecked ones."""
-    k = task.neighbours
-    ids = task.members
+    """The queries ``rows`` of a task: their checked pairs."""
     indices = found.indices[rows]
-    unit = np.where(indices >= 0, ids[np.maximum(indices, 0)], -1)
-    own = unit == task.queries[rows, None]
-    # A forward query that is itself a member loses itself (else its farthest candidate,
-    # as self_neighbours does); a reverse-complement query keeps its k nearest.
-    drop = np.where(own.any(axis=1) & ~task.reverse[rows], own.argmax(axis=1), k)
+    unit = np.where(indices >= 0, task.members[np.maximum(indices, 0)], -1)
+    unit, dist = _without_own(unit, found.distances[rows], task.queries[rows],
+                              task.reverse[rows])
+    return _check_queries(task, rows, unit, dist, query_seqs, member_seqs)
+
+
+def _without_own(unit: np.ndarray, dist: np.ndarray, queries: np.ndarray,
+                 reverse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of each query's k + 1 nearest members (unit ids), k: a forward query that is itself
+    a member loses itself (else its farthest candidate, as self_neighbours does); a
+    reverse-complement query keeps its k nearest."""
+    k = unit.shape[1] - 1
+    own = unit == queries[:, None]
+    drop = np.where(own.any(axis=1) & ~reverse, own.argmax(axis=1), k)
     keep = np.ones_like(own)
     keep[np.arange(len(unit)), drop] = False
-    unit = unit[keep].reshape(-1, k)
-    dist = found.distances[rows][keep].reshape(-1, k)
-    lo, hi, parity, d, candidates = _check_queries(task, rows, unit, dist, query_seqs,
-                                                   member_seqs)
-    listed = np.flatnonzero(~task.check[rows])
-    return (lo, hi, parity, d, candidates, listed + (rows.start or 0), unit[listed],
-            dist[listed])
+    return unit[keep].reshape(-1, k), dist[keep].reshape(-1, k)
 
 
 def _check_queries(task: QueryTask, rows: slice, unit: np.ndarray, dist: np.ndarray,
                    query_seqs: list[str], member_seqs: list[str]):
     """Exact distances of the checked queries ``rows`` to their candidates, within the cut."""
-    queries, reverse, check = task.queries[rows], task.reverse[rows], task.check[rows]
+    queries, reverse = task.queries[rows], task.reverse[rows]
     q = len(queries)
     # Local numbering: queries 0..q-1, then the members. Each query's sequence is already
     # oriented, so a pair compares it (``rc_seqs[lo]`` or ``seqs[lo]``: the same list)
@@ -311,7 +307,7 @@ def _check_queries(task: QueryTask, rows: slice, unit: np.ndarray, dist: np.ndar
     local = Neighbours(dist, np.where(unit >= 0, q + member_pos, -1))
     parts = []
     for parity in (0, 1):
-        at = np.flatnonzero(check & (reverse == bool(parity)))
+        at = np.flatnonzero(reverse == bool(parity))
         nb = Neighbours(local.distances[at], local.indices[at])
         parts.append(candidate_pairs(nb if parity == 0 else None, nb if parity else None,
                                      rows=at))
@@ -326,3 +322,36 @@ def _check_queries(task: QueryTask, rows: slice, unit: np.ndarray, dist: np.ndar
     lo = np.minimum(query_unit, member_unit)[keep]
     hi = np.maximum(query_unit, member_unit)[keep]
     return lo, hi, edges.parity[keep], d[keep].astype(np.int32), len(pairs)
+
+
+@dataclass
+class ListTask:
+    """Reads from elsewhere whose nearest members of one partition are listed, unchecked.
+
+    ``members``: unit ids; ``vectors``: theirs; ``queries``: the reads' unit ids,
+    ``reverse``: reverse-complemented or not, ``query_vectors``: theirs, so oriented;
+    ``neighbours``: how many to list (a forward query is not listed as its own neighbour).
+    """
+
+    members: np.ndarray
+    vectors: np.ndarray
+    queries: np.ndarray
+    reverse: np.ndarray
+    query_vectors: np.ndarray
+    neighbours: int
+
+
+@dataclass
+class ListResult:
+    indices: np.ndarray  # (queries, neighbours) unit ids, -1 for none
+    distances: np.ndarray  # float32, +inf for none
+    cpu_seconds: float = 0.0
+
+
+def list_partition(task: ListTask) -> ListResult:
+    """Each query's ``neighbours`` nearest members (unit ids), exactly."""
+    started = time.thread_time()
+    found = _search(_index(task.vectors), task.query_vectors, task.neighbours + 1)
+    unit = np.where(found.indices >= 0, task.members[np.maximum(found.indices, 0)], -1)
+    unit, dist = _without_own(unit, found.distances, task.queries, task.reverse)
+    return ListResult(unit, dist, time.thread_time() - started)

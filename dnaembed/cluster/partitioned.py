@@ -26,8 +26,8 @@ heavy work is independent tasks (:mod:`dnaembed.cluster.partition_tasks`):
    cluster, a fraction of the reads, with a wider margin than round 1's
    (cheap there); from round 3 on, rounds stop once one merges fewer than
    ``rounds_until`` of the clusters or the next is expected to (their merges
-   fall by about one factor a round), or after ``rounds``. Round 2 also lists
-   the nearest representatives of the reads the rescue may examine;
+   fall by about one factor a round), or after ``rounds``. Then the reads the
+   rescue may examine get their nearest clusters' centres listed;
 6. the split check (:mod:`dnaembed.cluster.split`) and the rescue
    (:mod:`dnaembed.cluster.rescue`), in this process.
 
@@ -213,10 +213,10 @@ def _cluster_all(units: Units, model, runner, *, plan: PartitionPlan, spill: Spi
         rescuing = rescue and n > 2
         # A noisy sample's rescue takes larger pieces and searches k-mers more widely.
         rescue_max_size, search = rescue_settings(threshold.error_rate, rescue_max_size)
-        superset = (_rescue_superset(linker, units, rescue_max_size) if rescuing
-                    else np.zeros(0, np.int64))
-        rounds = RepresentativeRounds(run, threshold, both=both, rescue_rows=superset)
+        rounds = RepresentativeRounds(run, threshold, both=both)
         rounds.link(linker, plan.rounds, plan.rounds_until)
+        if rescuing:
+            rounds.list_neighbours(linker, _rescue_superset(linker, units, rescue_max_size))
         groups, parity = linker.uf.labels()
         run.stage.stats.update(merges=linker.merges, guard_refusals=linker.refusals)
         # The split and the rescue need neither the vectors nor the linker: free them first.
@@ -402,11 +402,10 @@ def _split(units: Units, groups: np.ndarray, parity: np.ndarray, degree: np.ndar
 
 
 def _rescue_superset(linker: _GuardedLinker, units: Units, max_size: int) -> np.ndarray:
-    """Every unit the rescue may examine, known after round 1 (see the rescue's notes).
-
-    Later rounds only merge clusters, so a read the rescue examines is in a
-    round-1 cluster of at most ``max_size`` reads (pass 1, and the reads it
-    leaves behind), or in one without a read of full length (pass 2).
+    """Every unit the rescue may examine, as the rounds leave the clusters (see the
+    rescue's notes): a read of a cluster of at most ``max_size`` reads (pass 1, and the
+    reads it leaves behind), or of one without a read of full length (pass 2). The split
+    after the rounds can make more (:class:`~dnaembed.cluster.rounds.NeighbourLists`).
     """
     groups, _ = linker.uf.labels()
     full = units.lengths >= FULL_LENGTH_FRACTION * units.median_length

@@ -9,22 +9,22 @@ new coarse quantizer (another seed, so other boundaries), searches each one's
 nearest centres within its cell, checks the pairs of representatives exactly
 and links them with the same guard (see :mod:`dnaembed.cluster.partitioned`).
 
-Round 2 also lists, for every read the rescue may examine, its nearest
-representatives as read and reverse-complemented: the rescue's embedding
-candidates (:class:`NeighbourLists`).
+Once the rounds are over, the reads the rescue may examine (those of clusters still
+small) get their nearest clusters' centres as read and reverse-complemented: the
+rescue's embedding candidates (:meth:`RepresentativeRounds.list_neighbours`).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
+from dnaembed.arrays import rank_in_groups
 from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.centres import cluster_centres
 from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_cells
-from dnaembed.cluster.partition_tasks import QueryTask, query_partition
+from dnaembed.cluster.partition_tasks import ListTask, QueryTask, list_partition, query_partition
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import COMPLEMENT_ASCII, reverse_complement_flat
 from dnaembed.io.spill import SpillArray, trim_memory
@@ -38,7 +38,7 @@ class NeighbourLists:
         self.rows = np.asarray(rows, dtype=np.int64)  # increasing
         self.both = both
         sides = 2 if both else 1
-        # int32: unit ids (-1 for none); the lists live from round 2 until the rescue.
+        # int32: unit ids (-1 for none); the lists live from the rounds' end to the rescue.
         self.indices = np.full((sides, len(rows), k), -1, dtype=np.int32)
         self.distances = np.full((sides, len(rows), k), np.inf, dtype=np.float32)
 
@@ -53,10 +53,10 @@ class NeighbourLists:
         """The rescue's ``neighbours_of``: forward lists, then reverse ones, side by side.
 
         A row without lists gets none (-1, at an infinite distance), and its candidates
-        from the k-mer search alone: the lists are made in round 2 for the reads of
-        clusters small enough for the rescue then, and the split after the rounds can
-        make a small cluster of a larger one (two related designs of 3 to 5 reads each,
-        where a noisy run's rescue takes clusters of up to 5).
+        from the k-mer search alone: the lists are made after the rounds for the reads of
+        clusters small enough for the rescue then, and the split after them can make a
+        small cluster of a larger one (two related designs of 3 to 5 reads each, where a
+        noisy run's rescue takes clusters of up to 5).
         """
         rows = np.asarray(rows, dtype=np.int64)
         sides = range(2 if self.both else 1)
@@ -75,8 +75,8 @@ class NeighbourLists:
 
 @dataclass
 class _Queries:
-    """A round's queries: unit, orientation, checked or listed; ``centre``: the row of
-    the centre searched for (a cluster's, as read), or -1 for the unit's own vector.
+    """A round's queries: unit and orientation; ``centre``: the row of the centre
+    searched for (a cluster's, as read), or -1 for the unit's own vector.
 
     Their vectors are fetched task by task (:meth:`RepresentativeRounds._query_vectors`):
     all of them at once would be a second copy of a round's vectors while its tasks run.
@@ -84,18 +84,15 @@ class _Queries:
 
     unit: np.ndarray
     reverse: np.ndarray
-    check: np.ndarray
     centre: np.ndarray
 
     @classmethod
-    def join(cls, parts: list[tuple[np.ndarray, bool, bool]], centres: np.ndarray
-             ) -> _Queries:
-        """``parts``: (units, reverse, check); the first part's centres are ``centres``."""
+    def join(cls, parts: list[tuple[np.ndarray, bool]], centres: np.ndarray) -> _Queries:
+        """``parts``: (units, reverse); the first part's centres are ``centres``."""
         first = len(parts[0][0])
         return cls(
             np.concatenate([p[0] for p in parts]).astype(np.int64),
             np.concatenate([np.full(len(p[0]), p[1]) for p in parts]),
-            np.concatenate([np.full(len(p[0]), p[2]) for p in parts]),
             np.concatenate([centres, np.full(sum(len(p[0]) for p in parts) - first, -1)]),
         )
 
@@ -103,11 +100,9 @@ class _Queries:
 class RepresentativeRounds:
     """Rounds 2.. over a run (``run``: the vectors, the units, the runner; see partitioned)."""
 
-    def __init__(self, run, threshold: Threshold, *, both: bool, rescue_rows: np.ndarray
-                 ) -> None:
+    def __init__(self, run, threshold: Threshold, *, both: bool) -> None:
         self.run, self.threshold, self.both = run, threshold, both
-        self.rescue_rows = rescue_rows
-        self.lists = NeighbourLists(rescue_rows, run.neighbours, both)
+        self.lists = NeighbourLists(np.zeros(0, np.int64), run.neighbours, both)
         self._rc_rows = np.zeros(0, np.int64)
         self._rc_vectors = np.zeros((0, run.partitioner.dim), np.float16)
         self.layout = (0, 0.0)  # the last round's cells and copies per representative
@@ -129,11 +124,11 @@ class RepresentativeRounds:
             asked = np.ones(len(reps), dtype=bool) if first else pieces(weights)
             if first and self.both:
                 start = run.stage.clock()
-                self._embed_reverse(np.union1d(reps, self.rescue_rows))
+                self._embed_reverse(reps)
                 run.stage.timed("embed", start)
             start = run.stage.clock()
             self._centre(linker, reps)
-            lo, hi, parity, dist = self._round(reps, asked, number, listed=first)
+            lo, hi, parity, dist = self._round(reps, asked, number)
             run.stage.timed("search", start)
             start = run.stage.clock()
             merges = linker.merges
@@ -160,6 +155,68 @@ class RepresentativeRounds:
         self._rc_vectors = np.zeros((0, self.run.partitioner.dim), np.float16)
         self.centres.close()
 
+    def list_neighbours(self, linker, rows: np.ndarray) -> None:
+        """The rescue's lists (:attr:`lists`): for ``rows``, the reads of clusters still
+        small enough for the rescue once the rounds are over, their nearest clusters'
+        centres as read and reverse-complemented.
+
+        Why after the rounds and not with round 2's searches, from the clusters small
+        after round 1: round 2 merges most of those, and listing their reads cost 30% of
+        round 2's queries at 3 x 10^6 reads (186,817 reads, 4.8 times 10^6's), when ~22,000
+        are left for the rescue. The reads being few and the centres many, each centre is
+        in its nearest cell alone and each read is searched in every cell within the
+        margin (a round's copies turned round: the same pairs meet).
+        """
+        run, k = self.run, self.run.neighbours
+        rows = np.asarray(rows, dtype=np.int64)
+        self.lists = NeighbourLists(rows, k, self.both)
+        if len(rows) == 0:
+            return
+        reps, _ = linker.clusters()
+        if self.both:
+            start = run.stage.clock()
+            self._embed_reverse(rows)
+            run.stage.timed("embed", start)
+        start = run.stage.clock()
+        self._centre(linker, reps)
+        part = self._partitioner(len(reps), 0)
+        members = members_of_cells(part.nearest(self.centres.view())[:, None], part.cells)
+        self.centres.release()
+        sides = [False, True] if self.both else [False]
+        queries = _Queries(np.tile(rows, len(sides)), np.repeat(sides, len(rows)),
+                           np.full(len(rows) * len(sides), -1))  # their own vectors
+        query_cells = np.concatenate([part.assign(self._vectors(rows, reverse))
+                                      for reverse in sides])
+        copies = members_of_cells(query_cells, part.cells)
+        indices, distances = self._list(queries, copies, members, reps)
+        self.lists.put(queries.unit, queries.reverse, indices, distances)
+        run.stage.timed("search", start)
+        logger.info("rescue's lists: %d reads among %d clusters' centres (%d cells, each "
+                    "read in %.2f)", len(rows), len(reps), part.cells,
+                    sum(map(len, copies)) / len(queries.unit))
+
+    def _list(self, queries: _Queries, copies: list[np.ndarray], members: list[np.ndarray],
+              reps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each query's nearest members over the cells it is copied to (``copies``: each
+        cell's query rows)."""
+        run, k = self.run, self.run.neighbours
+        searched = [(cell, rows) for cell, rows in enumerate(copies)
+                    if len(rows) and len(members[cell])]
+
+        def tasks():
+            for cell, rows in searched:
+                yield ListTask(reps[members[cell]], self.centres.take(members[cell]),
+                               queries.unit[rows], queries.reverse[rows],
+                               self._query_vectors(queries, rows), k)
+
+        found = []
+        for result in run.runner.map(list_partition, tasks(), desc="listing the rescue's "
+                                     "neighbours", unit="partition"):
+            found.append(result)
+            run.stage.count("cpu_rounds", result.cpu_seconds)
+        query_rows = np.concatenate([rows for _, rows in searched] or [np.zeros(0, np.int64)])
+        return nearest_of_lists(query_rows, found, len(queries.unit), k)
+
     def _centre(self, linker, reps: np.ndarray) -> None:
         """The clusters' centres: computed for round 2; later rounds keep those of their
         representatives, every one of which was a representative in round 2 (a merged
@@ -183,13 +240,19 @@ class RepresentativeRounds:
         self._centred = reps
 
     def _embed_reverse(self, rows: np.ndarray) -> None:
-        """Reverse complements of these units, in the search space (kept for later rounds)."""
+        """Reverse complements of these units (those not embedded yet), in the search space;
+        kept for later rounds and the rescue's lists."""
+        rows = np.setdiff1d(rows, self._rc_rows)
+        if len(rows) == 0:
+            return
         blocks = [self._rc_vectors]
         for result in self.run.embed(rows, reverse=True, desc="embedding reverse complements",
                                      cells=False):
             blocks.append(result.vectors)
             self.run.stage.count("cpu_embed", result.cpu_seconds)
-        self._rc_rows, self._rc_vectors = rows, np.concatenate(blocks)
+        rows = np.concatenate([self._rc_rows, rows])
+        order = np.argsort(rows, kind="stable")
+        self._rc_rows, self._rc_vectors = rows[order], np.concatenate(blocks)[order]
 
     def _reverse_vectors(self, units: np.ndarray) -> np.ndarray:
         return self._rc_vectors[np.searchsorted(self._rc_rows, units)]
@@ -210,7 +273,8 @@ class RepresentativeRounds:
 
     def _partitioner(self, count: int, number: int) -> Partitioner:
         """Cells for ``count`` representatives, of a seed of this round's own (larger from
-        round 3 on: :data:`LATER_CELL_FACTOR`)."""
+        round 3 on: :data:`LATER_CELL_FACTOR`; ``number`` 0: the rescue's lists, in round
+        2's size)."""
         run = self.run
         size = run.plan.rep_partition_size or run.plan.partition_size
         if number > 2:
@@ -222,22 +286,18 @@ class RepresentativeRounds:
                                margin=run.plan.rep_margin, max_cells=run.plan.rep_max_cells,
                                seed=seed)
 
-    def _round(self, reps: np.ndarray, asked: np.ndarray, number: int, *, listed: bool):
+    def _round(self, reps: np.ndarray, asked: np.ndarray, number: int):
         """One round in the cells of a fresh partitioner: the clusters ``asked`` (a mask)
-        searched for among all of them; checked pairs (and the rescue's lists)."""
+        searched for among all of them; checked pairs."""
         part = self._partitioner(len(reps), number)
         db_cells = part.assign(self.centres.view())
         self.centres.release()
-        parts = [(reps[asked], False, True)]
+        parts = [(reps[asked], False)]
         if self.both:
-            parts.append((reps[asked], True, True))
-        if listed and len(self.rescue_rows):
-            parts.append((self.rescue_rows, False, False))
-            if self.both:
-                parts.append((self.rescue_rows, True, False))
+            parts.append((reps[asked], True))
         queries = _Queries.join(parts, np.flatnonzero(asked))
         home = np.concatenate([db_cells[asked, 0]] + [
-            part.nearest(self._vectors(units, reverse)) for units, reverse, _ in parts[1:]
+            part.nearest(self._vectors(units, reverse)) for units, reverse in parts[1:]
         ]).astype(np.int64)
         members = members_of_cells(db_cells, part.cells)  # rows of reps and centres
         del db_cells
@@ -252,7 +312,6 @@ class RepresentativeRounds:
         run = self.run
         order = np.lexsort((np.arange(len(home)), home))
         bounds = np.searchsorted(home[order], np.arange(len(members) + 1))
-        pending: deque[np.ndarray] = deque()  # each task's query rows, in task order
 
         def tasks():
             for cell, cell_rows in enumerate(members):
@@ -262,25 +321,43 @@ class RepresentativeRounds:
                 cell_members = reps[cell_rows]
                 data, lengths = run.units.seqs.packed(cell_members)
                 q_data, q_lengths = _oriented(run, queries.unit[rows], queries.reverse[rows])
-                pending.append(rows)
                 yield QueryTask(cell_members, self.centres.take(cell_rows), data, lengths,
                                 queries.unit[rows], self._query_vectors(queries, rows), q_data,
-                                q_lengths, queries.reverse[rows], queries.check[rows],
-                                self.threshold, run.neighbours)
+                                q_lengths, queries.reverse[rows], self.threshold,
+                                run.neighbours)
 
         out = {"lo": [], "hi": [], "parity": [], "dist": []}
         for result in run.runner.map(query_partition, tasks(), desc="searching representatives",
                                      unit="partition"):
-            rows = pending.popleft()
             for key in out:
                 out[key].append(getattr(result, key))
             run.stage.count("candidate_pairs", result.candidates)
             run.stage.count("cpu_rounds", result.cpu_seconds)
-            listed = rows[result.listed]
-            self.lists.put(queries.unit[listed], queries.reverse[listed], result.indices,
-                           result.distances)
         joined = [np.concatenate(v) if v else np.zeros(0, np.int64) for v in out.values()]
         return distinct_pairs(*joined, n=len(run.units))
+
+
+def nearest_of_lists(query_rows: np.ndarray, found: list, count: int, k: int
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Each of ``count`` queries' ``k`` nearest over several lists of its (``found``: the
+    tasks' results, their rows of queries ``query_rows`` in order), nearest first, ties
+    by unit id; -1 at an infinite distance where fewer."""
+    width = found[0].indices.shape[1] if found else k
+    query = np.repeat(query_rows.astype(np.int64), width)
+    unit = np.concatenate([f.indices.reshape(-1) for f in found] or [np.zeros(0, np.int64)])
+    dist = np.concatenate([f.distances.reshape(-1) for f in found]
+                          or [np.zeros(0, np.float32)])
+    held = unit >= 0
+    query, unit, dist = query[held], unit[held], dist[held]
+    order = np.lexsort((unit, dist, query))
+    query, unit, dist = query[order], unit[order], dist[order]
+    rank = rank_in_groups(query)
+    first = rank < k
+    indices = np.full((count, k), -1, dtype=np.int64)
+    distances = np.full((count, k), np.inf, dtype=np.float32)
+    indices[query[first], rank[first]] = unit[first]
+    distances[query[first], rank[first]] = dist[first]
+    return indices, distances
 
 
 #: Rounds 3.. hold this many times round 2's representatives per cell. Why: they search
