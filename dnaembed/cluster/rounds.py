@@ -165,7 +165,7 @@ class RepresentativeRounds:
         round 2's queries at 3 x 10^6 reads (186,817 reads, 4.8 times 10^6's), when ~22,000
         are left for the rescue. The reads being few and the centres many, each centre is
         in its nearest cell alone and each read is searched in every cell within the
-        margin (a round's copies turned round: the same pairs meet).
+        rounds' margin of it (a round copies its centres instead).
         """
         run, k = self.run, self.run.neighbours
         rows = np.asarray(rows, dtype=np.int64)
