@@ -302,6 +302,10 @@ def test_partitioned_clusters_match_the_truth(sim, tmp_path):
           clustered_files([f"{sim}.fastq.gz"], model, runner,
                           params={"partition_size": 256}) as (result, store)):
         assert result.stats["partitions"] >= 6
+        # The rescue's reads have full embedding lists, as read and reverse-complemented.
+        stats = result.stats
+        assert stats["listed_reads"] > 0
+        assert stats["listed_neighbours"] == stats["listed_reads"] * 2 * 16
         out = tmp_path / "c.tsv"
         from dnaembed.io.clusters import write_clusters
 

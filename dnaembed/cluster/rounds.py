@@ -191,6 +191,8 @@ class RepresentativeRounds:
         indices, distances = self._list(queries, copies, members, reps)
         self.lists.put(queries.unit, queries.reverse, indices, distances)
         run.stage.timed("search", start)
+        run.stage.stats.update(listed_reads=len(rows),
+                               listed_neighbours=int((self.lists.indices >= 0).sum()))
         logger.info("rescue's lists: %d reads among %d clusters' centres (%d cells, each "
                     "read in %.2f)", len(rows), len(reps), part.cells,
                     sum(map(len, copies)) / len(queries.unit))
