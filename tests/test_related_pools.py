@@ -222,8 +222,9 @@ def test_cluster_command_keeps_shifted_windows_apart_and_sets_long_reads_apart(t
 def test_cluster_command_on_a_noisy_pool_whose_split_leaves_small_parts(tmp_path):
     """Noisy reads (the rescue then takes clusters of up to 5 reads) of designs 8 nt
     apart, ~5 reads each: the split after the rounds leaves parts small enough for the
-    rescue whose reads had no embedding lists (round 2 lists the small clusters of
-    round 1). This input once ended in an internal error; every read gets a cluster."""
+    rescue whose reads have no embedding lists (those are made for the clusters small
+    when the rounds end, before the split). This input once ended in an internal error;
+    every read gets a cluster."""
     run_cli("simulate", "--strands", "200", "--window-shift", "8", "--mean-coverage", "5",
             "--preset", "nanopore-hard", "--seed", "1", "-q", "-o", str(tmp_path / "w"),
             check=True)
