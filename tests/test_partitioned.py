@@ -237,8 +237,13 @@ def test_a_reads_cells_are_those_that_sorting_every_boundary_puts_first():
     assert (want[:, 1] >= 0).mean() > 0.2
     assert np.array_equal(part.assign(x[:5000]), want)
     sent = pickle.loads(pickle.dumps(part))
-    assert sent._gaps is None and part._gaps is not None
+    assert sent._cached is None and part._cached is not None
     assert np.array_equal(sent.assign(x[:5000]), want)
+    # Far from the origin: the same as in float64 (the screen is in float32, about the
+    # centroids' mean).
+    far = Partitioner(None, None, part.centroids + 1000, part.margin, part.max_cells)
+    assert np.array_equal(far.assign(x[:5000] + 1000),
+                          cells_by_sorting_every_boundary(far, x[:5000] + 1000))
 
 
 def test_read_store_streams_several_files_and_refuses_a_repeated_id(tmp_path, write):

@@ -16,6 +16,7 @@ from dnaembed.cli.base import (
 )
 from dnaembed.cli.execution import execution_options
 from dnaembed.cluster import DbscanClusterer, GraphClusterer, KMeansClusterer
+from dnaembed.cluster.partition import PARTITION_SIZE
 from dnaembed.cluster.search import PROJECTED_DIM
 from dnaembed.io.formats import WRITE_FORMATS
 
@@ -94,7 +95,7 @@ METHOD_ONLY = {"max_dist": ("--max-dist", "graph"), "n_clusters": ("-k/--k", "km
     "vectors); graph: the width of the partitions' search.",
 )
 @click.option(
-    "--partition-size", type=click.IntRange(min=256), default=4096, show_default=True,
+    "--partition-size", type=click.IntRange(min=256), default=PARTITION_SIZE, show_default=True,
     help="graph: reads per partition (each partition is one task).",
 )
 @json_option("the summary (threshold, counts, sizes, times, model, versions)")

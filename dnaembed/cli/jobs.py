@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dnaembed.cluster.partition import PARTITION_SIZE
 from dnaembed.io.atomic import OutputSet
 from dnaembed.log import Timings, logger
 
@@ -244,7 +245,7 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
             plot_dir: str | None, truth: str | None, refs: str | None, model_path: str | None,
             strand: str, max_dist: int | None, expected_length: int | None, min_size: int,
             device: str, batch_size: int | None, precision: str, seed: int, threads: int,
-            partition_size: int = 4096, workers: int | None = None,
+            partition_size: int = PARTITION_SIZE, workers: int | None = None,
             scheduler: str | None = None, memory: int | None = None,
             tmpdir: str | None = None) -> dict:
     """`dnaembed run`: reads in, clusters and strands out (scored when given a truth); summary.

@@ -17,6 +17,7 @@ from dnaembed.cli.base import (
 )
 from dnaembed.cli.execution import execution_options
 from dnaembed.cluster import GraphClusterer
+from dnaembed.cluster.partition import PARTITION_SIZE
 
 
 @cli.command()
@@ -61,7 +62,7 @@ from dnaembed.cluster import GraphClusterer
     help="Also score the strands: the reference strands (FASTA).",
 )
 @click.option(
-    "--partition-size", type=click.IntRange(min=256), default=4096, show_default=True,
+    "--partition-size", type=click.IntRange(min=256), default=PARTITION_SIZE, show_default=True,
     help="Reads per partition of the clustering (each partition is one task).",
 )
 @json_option("the summary (threshold, counts, sizes, support, times, model, versions, scores)")

@@ -30,6 +30,13 @@ from dnaembed.errors import DnaembedError
 
 #: Width of the search space when the model's vectors are wider.
 SEARCH_DIM = 64
+#: Reads per cell, the default of ``--partition-size``. A cell's exact search costs its
+#: members (cells x copies a read), the assignment the number of cells: in one-off
+#: runs of the bench sets (thirty-fourth session, 2 cores, AVX2) 1,536 and 2,048 took the
+#: least time at 10^6 reads (74 s against 79 at 3,072, 83 at 1,024 and 84 at 4,096), and
+#: 2,048 at 3 x 10^6 under --memory 2G (275 s against 288 at 1,536 and at 3,072), with
+#: the same A_0.9.
+PARTITION_SIZE = 2_048
 #: k-means iterations, and training points per cell (faiss subsamples beyond it).
 KMEANS_ITERATIONS = 20
 KMEANS_POINTS_PER_CELL = 256
@@ -41,6 +48,10 @@ ASSIGN_ENTRIES = 1 << 18
 #: Rows per block at most, of reads and of the centroids' distances to one another: a
 #: block's temporaries stay in cache whatever the number of cells.
 ASSIGN_ROWS = 1_024
+#: Room for float32's rounding when a read's cells are screened, a fraction of
+#: ``(|y| + |c|)^2``: a product of 64 terms errs by at most ~4e-6 of ``|y| |c|``, so
+#: no cell within the margin is screened out; those let through are checked in float64.
+SCREEN_SLACK = 1e-4
 
 
 @dataclass
@@ -59,12 +70,13 @@ class Partitioner:
     centroids: np.ndarray
     margin: float
     max_cells: int
-    #: The centroids' distances to one another, made on first use in each process
-    #: (not pickled with the tasks): ``(centroids, gaps)``.
-    _gaps: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    #: The centroids' distances to one another and what else assigning needs, made on
+    #: first use in each process (not pickled with the tasks): ``(centroids, margin,
+    #: geometry)``.
+    _cached: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_gaps": None}
+        return {**self.__dict__, "_cached": None}
 
     @property
     def cells(self) -> int:
@@ -91,68 +103,66 @@ class Partitioner:
         if self.cells == 1:
             out[:, 0] = 0
             return out
-        c, c_norm = self._centroids64()
-        gaps = self._centroid_gaps(c, c_norm)
-        for start, y, d2 in self._distances(vectors, c, c_norm):
+        geometry = self._geometry()
+        for start, y, d2 in self._distances(vectors, geometry):
             nearest = np.argmin(d2, axis=1)
             out[start : start + len(y), 0] = nearest
-            rows, cols, rank = self._within_margin(d2, nearest, gaps)
+            rows, cols, rank = self._within_margin(y, d2, nearest, geometry)
             out[start + rows, 1 + rank] = cols
         return out
 
     def nearest(self, vectors: np.ndarray) -> np.ndarray:
         """Each (search-space) vector's nearest cell (int32): column 0 of :meth:`assign`."""
-        c, c_norm = self._centroids64()
         out = np.zeros(len(vectors), dtype=np.int32)
-        for start, y, d2 in self._distances(vectors, c, c_norm):
+        for start, y, d2 in self._distances(vectors, self._geometry()):
             out[start : start + len(y)] = np.argmin(d2, axis=1)
         return out
 
-    def _centroids64(self) -> tuple[np.ndarray, np.ndarray]:
-        c = self.centroids.astype(np.float64)
-        return c, (c * c).sum(axis=1)
+    def _geometry(self) -> _CellGeometry:
+        """The centroids' :class:`_CellGeometry`, made on first use in each process."""
+        key = (self.centroids, self.margin)
+        if self._cached is None or self._cached[0] is not key[0] or self._cached[1] != key[1]:
+            self._cached = (*key, _CellGeometry.of(self.centroids, self.margin))
+        return self._cached[2]
 
-    def _centroid_gaps(self, c: np.ndarray, c_norm: np.ndarray) -> np.ndarray:
-        """``|c_i - c_j|`` (cells x cells, float64: 48 MB at 2,444 cells), in blocks of rows
-        that stay in cache (the whole matrix's temporaries at once took ten times as long)."""
-        if self._gaps is not None and self._gaps[0] is self.centroids:
-            return self._gaps[1]
-        gaps = np.empty((self.cells, self.cells))
-        for start in range(0, self.cells, ASSIGN_ROWS):
-            block = slice(start, start + ASSIGN_ROWS)
-            gaps[block] = np.sqrt(np.maximum(
-                c_norm[block, None] + c_norm[None, :] - 2 * (c[block] @ c.T), 0.0))
-        self._gaps = (self.centroids, gaps)
-        return gaps
-
-    def _distances(self, vectors: np.ndarray, c: np.ndarray, c_norm: np.ndarray):
-        """Blocks of rows: ``(start, y, |y - c|^2 - |y|^2)`` in float64 (the same order as
-        the distances)."""
+    def _distances(self, vectors: np.ndarray, geometry: _CellGeometry):
+        """Blocks of rows: ``(start, y, |y - c|^2 - |y|^2)``, ``y`` as given and the
+        distances in float32, about the centroids' mean (their rounding then scales with
+        the cells' spread, not with how far they lie from the origin). The assignment
+        costs the number of cells, which grows with the input; in float64 the product
+        took twice the time (1,466 cells, 3 x 10^6 reads in cells of 2,048: 9.0 µs a read
+        in float64 on AVX2, 5.9 in float32, scripts/bench_assign.py)."""
+        c, c_norm = geometry.centroids32, geometry.norms32
         batch = min(ASSIGN_ROWS, max(64, ASSIGN_ENTRIES // self.cells))
         for start in range(0, len(vectors), batch):
-            y = np.asarray(vectors[start : start + batch], dtype=np.float64)
-            yield start, y, c_norm[None, :] - 2 * (y @ c.T)
+            y = np.asarray(vectors[start : start + batch])
+            centred = y.astype(np.float32) - geometry.origin
+            yield start, y, c_norm[None, :] - 2 * (centred @ c.T)
 
-    def _within_margin(self, d2: np.ndarray, nearest: np.ndarray,
-                       gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _within_margin(self, y: np.ndarray, d2: np.ndarray, nearest: np.ndarray,
+                       geometry: _CellGeometry) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The other cells whose boundary is within the margin: ``(rows, cells, rank)``,
         rank 0 the closest boundary, at most ``max_cells - 1`` a row. ``d2`` is overwritten.
 
         A read's distance to the boundary between its nearest cell ``i`` and a cell ``j``
         is ``(|y - c_j|^2 - |y - c_i|^2) / (2 |c_i - c_j|)``. The whole matrix is only
-        screened, multiplied out and with slack for rounding; the distance is divided
-        out for the few cells that pass (2-4 a read, the nearest among them). Dividing
-        every one, then taking the closest ``max_cells`` times over all, cost 1.4x the
-        CPU at 2,444 cells (scripts/bench_assign.py).
+        screened, multiplied out in float32 and with room for its rounding
+        (:data:`SCREEN_SLACK`); the few cells that pass (2-4 a read) have the distance
+        worked out in float64, the nearest among them kept. Dividing every one, then
+        taking the closest ``max_cells`` times over all, cost 1.4x the CPU at 2,444
+        cells (scripts/bench_assign.py).
         """
         rows = np.arange(len(d2))
-        near = d2[rows, nearest]
-        diff = np.subtract(d2, near[:, None], out=d2)
-        reach = np.multiply(gaps[nearest], 2 * self.margin * (1 + 1e-9))
-        r, j = np.divmod(np.flatnonzero(diff <= reach), d2.shape[1])
+        diff = np.subtract(d2, d2[rows, nearest][:, None], out=d2)
+        centred = y.astype(np.float64) - geometry.origin
+        scale = np.sqrt((centred * centred).sum(axis=1)) + geometry.largest
+        diff -= (SCREEN_SLACK * scale * scale).astype(np.float32)[:, None]
+        r, j = np.divmod(np.flatnonzero(diff <= geometry.reach[nearest]), d2.shape[1])
         i = nearest[r]
+        c = geometry.centroids64
+        exact = ((c[j] - c[i]) * (c[j] + c[i] - 2 * centred[r])).sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            boundary = diff[r, j] / (2 * gaps[i, j])
+            boundary = exact / (2 * geometry.gaps[i, j])
         # Not the nearest itself, nor a cell with the same centroid (0/0).
         keep = (j != i) & np.isfinite(boundary) & (boundary <= self.margin)
         r, j, boundary = r[keep], j[keep], boundary[keep]
@@ -162,6 +172,45 @@ class Partitioner:
         rank = np.arange(len(r)) - np.searchsorted(r, r)
         taken = rank < self.max_cells - 1
         return r[taken], j[taken], rank[taken]
+
+
+@dataclass
+class _CellGeometry:
+    """What assigning reads to the cells needs of the centroids, made once per process:
+    the centroids about their mean (``origin``), in float32 and float64."""
+
+    origin: np.ndarray  # float32
+    centroids32: np.ndarray
+    norms32: np.ndarray  # |c|^2
+    centroids64: np.ndarray
+    gaps: np.ndarray  # |c_i - c_j|, float64
+    reach: np.ndarray  # 2 margin |c_i - c_j|, float32: the screen's
+    largest: float  # the largest |c|
+
+    @classmethod
+    def of(cls, centroids: np.ndarray, margin: float) -> _CellGeometry:
+        """``gaps`` in blocks of rows that stay in cache (the whole matrix's temporaries at
+        once took ten times as long; 48 MB at 2,444 cells)."""
+        c = centroids.astype(np.float64)
+        origin = _round_origin(c.mean(axis=0), np.sqrt(c.var(axis=0).mean()))
+        c -= origin
+        norms = (c * c).sum(axis=1)
+        gaps = np.empty((len(c), len(c)))
+        for start in range(0, len(c), ASSIGN_ROWS):
+            block = slice(start, start + ASSIGN_ROWS)
+            gaps[block] = np.sqrt(np.maximum(
+                norms[block, None] + norms[None, :] - 2 * (c[block] @ c.T), 0.0))
+        return cls(origin, c.astype(np.float32), norms.astype(np.float32), c, gaps,
+                   (gaps * (2 * margin)).astype(np.float32),
+                   float(np.sqrt(norms.max(initial=0.0))))
+
+
+def _round_origin(mean: np.ndarray, spread: float) -> np.ndarray:
+    """The centroids' mean rounded to a power of two near their spread (float32), so that
+    vectors of few significant bits (ties between cells, in the tests) stay exact about
+    it, and any others lie about it as the cells do."""
+    step = 2.0 ** np.floor(np.log2(spread)) if spread > 0 else 1.0
+    return (np.round(mean / step) * step).astype(np.float32)
 
 
 def fit_partitioner(

@@ -54,7 +54,12 @@ from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.graph import _GuardedLinker
 from dnaembed.cluster.labels import assemble
 from dnaembed.cluster.link_tasks import link_in_tasks
-from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_cells
+from dnaembed.cluster.partition import (
+    PARTITION_SIZE,
+    Partitioner,
+    fit_partitioner,
+    members_of_cells,
+)
 from dnaembed.cluster.partition_tasks import EmbedTask, PartitionTask, embed_chunk, search_partition
 from dnaembed.cluster.rescue import CandidateSearch, rescue_settings
 from dnaembed.cluster.rounds import PairCollector, RepresentativeRounds
@@ -73,7 +78,7 @@ class PartitionPlan:
     """How the work is split: reads per embedding chunk, partitions, what is spilled."""
 
     chunk_size: int = 16_384
-    partition_size: int = 4_096
+    partition_size: int = PARTITION_SIZE
     #: Round 1's and later rounds' margins, in units of the sample's spread.
     #: Representatives per cell in round 2 (None: ``partition_size``); rounds 3.. hold
     #: :data:`~dnaembed.cluster.rounds.LATER_CELL_FACTOR` times as many.
