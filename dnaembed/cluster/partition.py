@@ -30,13 +30,14 @@ from dnaembed.errors import DnaembedError
 
 #: Width of the search space when the model's vectors are wider.
 SEARCH_DIM = 64
-#: Reads per cell, the default of ``--partition-size``. A cell's exact search costs its
-#: members (cells x copies a read), the assignment the number of cells: in one-off
-#: runs of the bench sets (thirty-fourth session, 2 cores, AVX2) 1,536 and 2,048 took the
-#: least time at 10^6 reads (74 s against 79 at 3,072, 83 at 1,024 and 84 at 4,096), and
-#: 2,048 at 3 x 10^6 under --memory 2G (275 s against 288 at 1,536 and at 3,072), with
-#: the same A_0.9.
-PARTITION_SIZE = 2_048
+#: Reads per cell, the default of ``--partition-size``. Smaller cells cost less (a cell's
+#: exact search costs its members; one-off runs of the bench sets, thirty-fourth
+#: session, 2 cores, AVX2: 10^6 reads in 74 s at 2,048 against 84 at 4,096, 3 x 10^6
+#: under --memory 2G 275 s against ~295) but are not the default: on ldpc-exp7 the
+#: threshold's sample came out lower at 2,048 (18 edits against 21 at seed 0, A_0.9
+#: 0.9645 against 0.9751; 0.9712 against 0.9748 over seeds 0-3), and more cells cost
+#: the assignment and the budget's gathers more as the input grows (docs/scaling.md).
+PARTITION_SIZE = 4_096
 #: k-means iterations, and training points per cell (faiss subsamples beyond it).
 KMEANS_ITERATIONS = 20
 KMEANS_POINTS_PER_CELL = 256
