@@ -31,9 +31,9 @@ from dnaembed.errors import DnaembedError
 #: Width of the search space when the model's vectors are wider.
 SEARCH_DIM = 64
 #: Reads per cell, the default of ``--partition-size``. Smaller cells cost less (a cell's
-#: exact search costs its members; one-off runs of the bench sets, thirty-fourth
-#: session, 2 cores, AVX2: 10^6 reads in 74 s at 2,048 against 84 at 4,096, 3 x 10^6
-#: under --memory 2G 275 s against ~295) but are not the default: on ldpc-exp7 the
+#: exact search costs its members; bench_scale tables of the thirty-fourth session, 2
+#: cores, AVX2: 10^6 reads in 76.6 s at 2,048 against 85.7 at 4,096, 3 x 10^6 under
+#: --memory 2G 291.2 against 292.1 s) but are not the default: on ldpc-exp7 the
 #: threshold's sample came out lower at 2,048 (18 edits against 21 at seed 0, A_0.9
 #: 0.9645 against 0.9751; 0.9712 against 0.9748 over seeds 0-3), and more cells cost
 #: the assignment and the budget's gathers more as the input grows (docs/scaling.md).
@@ -131,8 +131,8 @@ class Partitioner:
         distances in float32, about the centroids' mean (their rounding then scales with
         the cells' spread, not with how far they lie from the origin). The assignment
         costs the number of cells, which grows with the input; in float64 the product
-        took twice the time (1,466 cells, 3 x 10^6 reads in cells of 2,048: 9.0 µs a read
-        in float64 on AVX2, 5.9 in float32, scripts/bench_assign.py)."""
+        took twice the time (the whole assignment at 1,466 cells, 3 x 10^6 reads in cells of
+        2,048: 9.0 µs a read with float64 on AVX2, 5.1 with float32; bench_assign.py)."""
         c, c_norm = geometry.centroids32, geometry.norms32
         batch = min(ASSIGN_ROWS, max(64, ASSIGN_ENTRIES // self.cells))
         for start in range(0, len(vectors), batch):
@@ -154,18 +154,22 @@ class Partitioner:
         cells (scripts/bench_assign.py).
         """
         rows = np.arange(len(d2))
-        diff = np.subtract(d2, d2[rows, nearest][:, None], out=d2)
         centred = y.astype(np.float64) - geometry.origin
         scale = np.sqrt((centred * centred).sum(axis=1)) + geometry.largest
-        diff -= (SCREEN_SLACK * scale * scale).astype(np.float32)[:, None]
+        floor = d2[rows, nearest] + (SCREEN_SLACK * scale * scale).astype(np.float32)
+        diff = np.subtract(d2, floor[:, None], out=d2)
         r, j = np.divmod(np.flatnonzero(diff <= geometry.reach[nearest]), d2.shape[1])
+        not_nearest = j != nearest[r]
+        r, j = r[not_nearest], j[not_nearest]
         i = nearest[r]
-        c = geometry.centroids64
-        exact = ((c[j] - c[i]) * (c[j] + c[i] - 2 * centred[r])).sum(axis=1)
+        # |y - c_j|^2 - |y - c_i|^2 = (|c_j|^2 - 2 y.c_j) - (|c_i|^2 - 2 y.c_i), in float64.
+        c, norms = geometry.centroids64, geometry.norms64
+        to_nearest = norms[nearest] - 2 * np.einsum("ij,ij->i", centred, c[nearest])
+        exact = norms[j] - 2 * np.einsum("ij,ij->i", centred[r], c[j]) - to_nearest[r]
         with np.errstate(divide="ignore", invalid="ignore"):
             boundary = exact / (2 * geometry.gaps[i, j])
-        # Not the nearest itself, nor a cell with the same centroid (0/0).
-        keep = (j != i) & np.isfinite(boundary) & (boundary <= self.margin)
+        # Not a cell with the same centroid as the nearest (0/0).
+        keep = np.isfinite(boundary) & (boundary <= self.margin)
         r, j, boundary = r[keep], j[keep], boundary[keep]
         # Already by row, then cell: a stable sort by boundary within rows keeps ties by cell.
         order = np.lexsort((boundary, r))
@@ -184,6 +188,7 @@ class _CellGeometry:
     centroids32: np.ndarray
     norms32: np.ndarray  # |c|^2
     centroids64: np.ndarray
+    norms64: np.ndarray
     gaps: np.ndarray  # |c_i - c_j|, float64
     reach: np.ndarray  # 2 margin |c_i - c_j|, float32: the screen's
     largest: float  # the largest |c|
@@ -201,7 +206,7 @@ class _CellGeometry:
             block = slice(start, start + ASSIGN_ROWS)
             gaps[block] = np.sqrt(np.maximum(
                 norms[block, None] + norms[None, :] - 2 * (c[block] @ c.T), 0.0))
-        return cls(origin, c.astype(np.float32), norms.astype(np.float32), c, gaps,
+        return cls(origin, c.astype(np.float32), norms.astype(np.float32), c, norms, gaps,
                    (gaps * (2 * margin)).astype(np.float32),
                    float(np.sqrt(norms.max(initial=0.0))))
 
