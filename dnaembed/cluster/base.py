@@ -51,8 +51,9 @@ from dnaembed.encoding import reverse_complement
 from dnaembed.errors import DnaembedError
 from dnaembed.log import logger
 
-#: Reads whose neighbours are checked in full to choose the threshold.
-THRESHOLD_SAMPLE_READS = 4_000
+#: Reads whose neighbours are checked in full to choose the threshold: their pairs are
+#: correlated, so more pairs of the same 4,000 reads did not steady it (threshold.SAMPLE_PAIRS).
+THRESHOLD_SAMPLE_READS = 16_000
 
 ReverseSource = np.ndarray | Callable[[np.ndarray], np.ndarray]
 
