@@ -222,3 +222,18 @@ def test_a_memory_budget_lets_round_1_keep_its_spilled_vectors_resident():
     assert "search vectors 366.2 MB (float16) spilled to the tmpdir (up to 366.2 MB of them " \
            "resident in round 1)" in work.describe()
     assert plan_work(None, None, units=3_000_000).plan.resident_vectors == 0
+
+
+def test_a_budget_counts_the_distances_between_the_cells():
+    """Assigning keeps the cells' distances to one another (cells squared of them) in every
+    process: 2 x 10^6 reads in cells of 256 make 7,813 cells, ~0.7 GB resident each."""
+    from dnaembed.cluster.budget import MB, plan_work
+    from dnaembed.errors import DnaembedError
+
+    with pytest.raises(DnaembedError) as refused:
+        plan_work(2048 * MB, None, units=2_000_000, params={"partition_size": 256})
+    message = str(refused.value)
+    assert "1,863 MB for the distances between the 7,813 cells" in message, message
+    assert "raise --partition-size" in message and "\n" not in message
+    work = plan_work(2048 * MB, None, units=2_000_000, params={"partition_size": 4096})
+    assert work.plan.partition_size == 4096 and work.reads_in_memory > 0

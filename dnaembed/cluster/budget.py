@@ -18,7 +18,9 @@ figures measured on this code (``scripts/bench_scale.py``, docs/scaling.md):
   output);
 * what every read costs this process whatever is spilled (hashes, labels, the
   union-find, the pairs while they are linked: :data:`CLIENT_BYTES_PER_READ`)
-  cannot be split: a budget below it is refused before the work starts.
+  cannot be split: a budget below it is refused before the work starts; so are the
+  cells' distances to one another (:data:`CELL_PAIR_BYTES` per pair of cells), which
+  grow with the square of the cells.
 
 Without a budget nothing is spilled and the sizes are the defaults. Neither
 spilling nor the chunk size changes the output.
@@ -53,6 +55,14 @@ CLIENT_BYTES_PER_READ = 520
 ROUND1_RESIDENT_PER_READ = 150
 #: Smallest partition and chunk a budget may force.
 MIN_TASK_READS = 256
+#: Per pair of round 1's cells: what assigning reads to cells keeps of them in every
+#: process that assigns (:class:`~dnaembed.cluster.partition._CellGeometry`: the
+#: centroids' distances in float64 and the screen's reach in float32, 12 bytes), and a
+#: later round's, no more cells than round 1's, as it is made (20 bytes: a float64
+#: temporary too). Measured: 713 MB resident and a peak 1,213 MB above the process for
+#: 7,813 cells (2 x 10^6 reads in cells of 256). It grows with the square of the cells:
+#: 16 MB at 3 x 10^6 reads in cells of 4,096 (733), 182 MB at 10^7, 18 GB at 10^8.
+CELL_PAIR_BYTES = 12 + 20
 
 
 @dataclass
@@ -103,18 +113,14 @@ def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
     reads_in_memory = params.get("reads_in_memory")
     if memory is None:
         return WorkPlan(plan, reads_in_memory, None, units, tasks_here)
-    room = memory - PROCESS_BASE - CLIENT_BYTES_PER_READ * units
+    cells = -(-units // plan.partition_size)
+    geometry = CELL_PAIR_BYTES * cells * cells
+    room = memory - PROCESS_BASE - CLIENT_BYTES_PER_READ * units - geometry
     tasks = tasks_here * TASK_BYTES_PER_READ * MIN_TASK_READS
     partitions = tasks_here * TASK_BYTES_PER_READ * plan.partition_size
     if room < max(tasks, partitions / TASK_SHARE):
-        # Checked before the reads too (units 0), when their number is not known yet.
-        what = (f"{units:,} distinct reads and " if units else "") + (
-            f"partitions of {plan.partition_size:,} reads ({tasks_here} at a time)")
-        raise DnaembedError(
-            f"--memory {memory / MB:,.0f} MB is too small for {what}: about "
-            f"{(memory - room + partitions / TASK_SHARE) / MB:,.0f} MB are needed "
-            f"({PROCESS_BASE / MB:.0f} MB for the program and the model, "
-            f"{CLIENT_BYTES_PER_READ} bytes per read); lower --partition-size or raise --memory")
+        _refuse(memory, memory - room + partitions / TASK_SHARE, units, plan.partition_size,
+                tasks_here, geometry)
     task_reads = max(MIN_TASK_READS, int(TASK_SHARE * room / (tasks_here * TASK_BYTES_PER_READ)))
     plan.chunk_size = min(plan.chunk_size, task_reads)
     plan.spill_vectors = plan.spill_vectors or units * plan.search_dim * 2 > VECTORS_SHARE * room
@@ -122,3 +128,19 @@ def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
     if reads_in_memory is None:
         reads_in_memory = int(READS_SHARE * max(room, 0))
     return WorkPlan(plan, reads_in_memory, memory, units, tasks_here)
+
+
+def _refuse(memory: int, needed: float, units: int, partition_size: int, tasks_here: int,
+            geometry: int) -> None:
+    """The one-line error of a budget too small for the work (checked before the reads
+    too, with ``units`` 0, when their number is not known yet)."""
+    what = (f"{units:,} distinct reads and " if units else "") + (
+        f"partitions of {partition_size:,} reads ({tasks_here} at a time)")
+    cells = (f", {geometry / MB:,.0f} MB for the distances between the "
+             f"{-(-units // partition_size):,} cells" if geometry >= MB else "")
+    # Fewer, larger cells shrink the cells' distances; smaller ones, the tasks.
+    advice = "raise --partition-size" if geometry > needed / 2 else "lower --partition-size"
+    raise DnaembedError(
+        f"--memory {memory / MB:,.0f} MB is too small for {what}: about {needed / MB:,.0f} MB "
+        f"are needed ({PROCESS_BASE / MB:.0f} MB for the program and the model, "
+        f"{CLIENT_BYTES_PER_READ} bytes per read{cells}); {advice} or raise --memory")
