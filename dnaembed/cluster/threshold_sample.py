@@ -39,7 +39,7 @@ def _sample_pairs(run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     process, else here, on this process's threads (the run's ``threads``: the workers
     wait for the threshold). Sent to workers elsewhere, each task would carry a whole
     partition's vectors for a few queries (366 MB at 10^6 reads for 0.5 s of search).
-    The distances are computed here (~64,000 pairs: 0.19 s of CPU at 10^6). Drawn from a
+    The distances are computed here (250,000 pairs at 10^6: 0.9 s of CPU). Drawn from a
     few cells instead, the sample missed the rarer reads of a real run: its threshold
     came out lower and A_0.9 with it (docs/scaling.md).
     """
