@@ -29,6 +29,7 @@ spilling nor the chunk size changes the output.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import NoReturn
 
 from dnaembed.cluster.partitioned import PartitionPlan
 from dnaembed.errors import DnaembedError
@@ -131,7 +132,7 @@ def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
 
 
 def _refuse(memory: int, needed: float, units: int, partition_size: int, tasks_here: int,
-            geometry: int) -> None:
+            geometry: int) -> NoReturn:
     """The one-line error of a budget too small for the work (checked before the reads
     too, with ``units`` 0, when their number is not known yet)."""
     what = (f"{units:,} distinct reads and " if units else "") + (
