@@ -5,13 +5,13 @@ import numpy as np
 
 from dnaembed.cluster.threshold import (
     MIN_TAIL_PAIRS,
-    SAMPLE_PAIRS,
     TAIL_DECADES,
     Threshold,
     estimate_threshold,
     fallback_threshold,
     tail_points,
 )
+from dnaembed.cluster.threshold_sample import SAMPLE_PAIRS
 
 
 def sample(rng, same=6000, related=0, unrelated=3000, peak=12, related_at=36, unrelated_at=54):

@@ -69,12 +69,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Sampled pairs whose full distance is computed to choose the threshold (at most). Why
-#: this many: the cut extrapolates the same-strand tail from its 10% and 1% points, and
-#: the 1% point of 20,000 pairs moved with the seed. ldpc-exp7, seeds 0-3, cells of 2,048
-#: reads: cuts 18, 21, 22, 19 from 4,000 reads' 20,000 pairs; 20, 22, 21, 20 from 16,000
-#: reads' 20,000; 21, 21, 21, 22 from their 64,000; 21, 21, 21, 21 from all (~200,000).
-SAMPLE_PAIRS = 250_000
+#: Sampled pairs whose full distance is computed to choose the threshold, in the
+#: in-memory estimators (the partitioned path's sample is larger:
+#: :mod:`dnaembed.cluster.threshold_sample`).
+SAMPLE_PAIRS = 20_000
 #: Fewer pairs than this: no histogram, the fallback rule applies.
 MIN_PAIRS = 100
 #: Fallback threshold as a fraction of the median read length.

@@ -1,6 +1,6 @@
 """The threshold of partitioned clustering, from a sample searched as round 1 searches it.
 
-:data:`~dnaembed.cluster.base.THRESHOLD_SAMPLE_READS` reads are drawn from all; each is
+:data:`SAMPLE_READS` reads are drawn from all; each is
 searched in its nearest cell among that cell's members, as round 1 will search it; the
 full distances of their candidate pairs choose the cut as the graph method chooses it
 (:func:`dnaembed.cluster.threshold.sample_threshold`). Step 3 of
@@ -15,13 +15,23 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from dnaembed.cluster.base import THRESHOLD_SAMPLE_READS
 from dnaembed.cluster.candidates import CandidatePairs, candidate_pairs, levenshtein_pairs
 from dnaembed.cluster.partition_tasks import SampleTask, sample_neighbours
 from dnaembed.cluster.search import faiss_module
-from dnaembed.cluster.threshold import SAMPLE_PAIRS, Threshold, sample_threshold
+from dnaembed.cluster.threshold import Threshold, sample_threshold
 from dnaembed.execute import runs_here
 from dnaembed.execute.inline import InlineExecutor
+
+#: Reads drawn for the threshold's sample, and their candidate pairs whose full distances
+#: choose it (at most). Why this many: the cut extrapolates the same-strand tail from its
+#: 10% and 1% points, and the 1% point of 20,000 pairs moved with the seed; more pairs of
+#: the same 4,000 reads did not help (their pairs are correlated), more reads did.
+#: ldpc-exp7, seeds 0-3, cells of 2,048 reads: cuts 18, 21, 22, 19 from 4,000 reads'
+#: 20,000 pairs; 20, 22, 21, 20 from 16,000 reads' 20,000; 21, 21, 21, 22 from their
+#: 64,000; 21, 21, 21, 21 from all (~200,000). The in-memory estimators keep a smaller
+#: sample (:data:`~dnaembed.cluster.base.THRESHOLD_SAMPLE_READS`).
+SAMPLE_READS = 16_000
+SAMPLE_PAIRS = 250_000
 
 
 def sampled_threshold(run, user_value: int | None) -> tuple[Threshold, np.ndarray]:
@@ -46,7 +56,7 @@ def _sample_pairs(run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = len(run.units)
     sample = np.zeros(n, dtype=bool)
     rng = np.random.default_rng([run.seed, 7])
-    sample[rng.choice(n, min(n, THRESHOLD_SAMPLE_READS), replace=False)] = True
+    sample[rng.choice(n, min(n, SAMPLE_READS), replace=False)] = True
     cells = np.unique(run.home[sample])
 
     def tasks():
