@@ -55,7 +55,7 @@ from dnaembed.log import logger
 #: estimators; the partitioned path's: :data:`~dnaembed.cluster.threshold_sample.SAMPLE_READS`).
 #: Why not as many here: the sample is searched among all reads, and 16,000 reads with
 #: all their pairs cost kmeans 12.8 s more at 10^5 nanopore reads (80.6 against 67.8 s)
-#: and dbscan 7.7 s (70.1 against 62.4), their scores the same.
+#: and dbscan 7.7 s (70.1 against 62.4; one run each), their scores the same.
 THRESHOLD_SAMPLE_READS = 4_000
 
 ReverseSource = np.ndarray | Callable[[np.ndarray], np.ndarray]

@@ -121,7 +121,7 @@ def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
     partitions = tasks_here * TASK_BYTES_PER_READ * plan.partition_size
     if room < max(tasks, partitions / TASK_SHARE):
         _refuse(memory, memory - room + partitions / TASK_SHARE, units, plan.partition_size,
-                tasks_here, geometry)
+                tasks_here, cells)
     task_reads = max(MIN_TASK_READS, int(TASK_SHARE * room / (tasks_here * TASK_BYTES_PER_READ)))
     plan.chunk_size = min(plan.chunk_size, task_reads)
     plan.spill_vectors = plan.spill_vectors or units * plan.search_dim * 2 > VECTORS_SHARE * room
@@ -132,16 +132,17 @@ def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
 
 
 def _refuse(memory: int, needed: float, units: int, partition_size: int, tasks_here: int,
-            geometry: int) -> NoReturn:
+            cells: int) -> NoReturn:
     """The one-line error of a budget too small for the work (checked before the reads
     too, with ``units`` 0, when their number is not known yet)."""
     what = (f"{units:,} distinct reads and " if units else "") + (
         f"partitions of {partition_size:,} reads ({tasks_here} at a time)")
-    cells = (f", {geometry / MB:,.0f} MB for the distances between the "
-             f"{-(-units // partition_size):,} cells" if geometry >= MB else "")
+    geometry = CELL_PAIR_BYTES * cells * cells
+    between = (f", {geometry / MB:,.0f} MB for the distances between the {cells:,} cells"
+               if geometry >= MB else "")
     # Fewer, larger cells shrink the cells' distances; smaller ones, the tasks.
     advice = "raise --partition-size" if geometry > needed / 2 else "lower --partition-size"
     raise DnaembedError(
         f"--memory {memory / MB:,.0f} MB is too small for {what}: about {needed / MB:,.0f} MB "
         f"are needed ({PROCESS_BASE / MB:.0f} MB for the program and the model, "
-        f"{CLIENT_BYTES_PER_READ} bytes per read{cells}); {advice} or raise --memory")
+        f"{CLIENT_BYTES_PER_READ} bytes per read{between}); {advice} or raise --memory")

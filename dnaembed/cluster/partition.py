@@ -33,10 +33,11 @@ SEARCH_DIM = 64
 #: Reads per cell, the default of ``--partition-size``. Smaller cells cost less (a cell's
 #: exact search costs its members; bench_scale tables of the thirty-fourth session, 2
 #: cores, AVX2: 10^6 reads in 76.6 s at 2,048 against 85.7 at 4,096, 3 x 10^6 under
-#: --memory 2G 291.2 against 292.1 s) but are not the default: on ldpc-exp7 the
-#: threshold's sample came out lower at 2,048 (18 edits against 21 at seed 0, A_0.9
-#: 0.9645 against 0.9751; 0.9712 against 0.9748 over seeds 0-3), and more cells cost
-#: the assignment and the budget's gathers more as the input grows (docs/scaling.md).
+#: --memory 2G 291.2 against 292.1 s) but are not the default: they hold fewer of a
+#: strand's far pairs, so the threshold's sample sees a shorter tail (ldpc-exp7, the
+#: thirty-fifth session's sample, seeds 0-3: cut 21 at each, A_0.9 0.9748 on average
+#: against 0.9771 at 4,096), and more cells cost the assignment and the budget's gathers
+#: more as the input grows (docs/scaling.md).
 PARTITION_SIZE = 4_096
 #: k-means iterations, and training points per cell (faiss subsamples beyond it).
 KMEANS_ITERATIONS = 20
