@@ -317,6 +317,19 @@ def test_workers_keep_the_model_and_its_modules_out_of_the_collectors_passes(sma
         assert min(executor.client.run(_frozen_objects).values()) > 50_000
 
 
+def test_workers_import_torch_and_faiss_before_any_task_or_model_reaches_them():
+    # While the client reads its input: not when the first task, waited for, gets there.
+    # (A lambda travels by value: a function of this module would import it, and torch
+    # with it, in the worker.)
+    modules = {"torch", "faiss", "dnaembed.model.inference"}
+    with DaskExecutor(workers=1, threads_per_worker=1) as executor:
+        deadline = time.monotonic() + 60
+        while not all(executor.client.run(lambda: modules <= set(sys.modules)).values()):
+            assert time.monotonic() < deadline, "the worker never imported them"
+            time.sleep(0.2)
+        assert executor.traffic.tasks == 0 and not executor._shared
+
+
 def test_a_process_freezes_its_long_lived_objects_once():
     # Run apart: freezing pytest's own objects would outlive this test.
     code = ("import gc; from dnaembed.log import freeze_long_lived as f; f(); "

@@ -140,6 +140,26 @@ class _Window:
             client.cancel(list(self.running))
 
 
+def _import_task_modules() -> None:
+    """On a worker: import what the tasks use (torch with the model's modules, faiss), ahead
+    of the first task. Why: a fresh worker imported torch only when the model reached it
+    (~1.4 s), while the client waited for the first task; imported meanwhile, the import
+    overlaps the client's reading of the input."""
+    import dnaembed.cluster.partition_tasks  # noqa: F401
+    import dnaembed.model.inference  # noqa: F401
+    from dnaembed.cluster.search import faiss_module
+
+    faiss_module()
+
+
+async def _start_importing() -> None:
+    """On a worker: :func:`_import_task_modules` on a thread of its own (its tasks wait for
+    what it has not imported yet; its event loop does not)."""
+    import threading
+
+    threading.Thread(target=_import_task_modules, name="dnaembed-imports", daemon=True).start()
+
+
 def _process_cpu_seconds() -> float:
     """On a worker: its process's CPU time (user and system) so far."""
     import resource
@@ -183,6 +203,7 @@ class DaskExecutor:
             self.client = Client(self.cluster)
             self.where = f"a LocalCluster on 127.0.0.1 ({workers} worker processes)"
         self.client.register_plugin(AllocatorSettings(), name=AllocatorSettings.name)
+        self.client.run(_start_importing, wait=False)  # not waited for: see the function
         threads = self.client.nthreads()
         self.workers = max(1, sum(threads.values()))
         self.worker_count = len(threads)
