@@ -317,17 +317,32 @@ def test_workers_keep_the_model_and_its_modules_out_of_the_collectors_passes(sma
         assert min(executor.client.run(_frozen_objects).values()) > 50_000
 
 
-def test_workers_import_torch_and_faiss_before_any_task_or_model_reaches_them():
+def test_workers_import_torch_and_faiss_as_they_join_before_any_task():
     # While the client reads its input: not when the first task, waited for, gets there.
     # (A lambda travels by value: a function of this module would import it, and torch
     # with it, in the worker.)
     modules = {"torch", "faiss", "dnaembed.model.inference"}
-    with DaskExecutor(workers=1, threads_per_worker=1) as executor:
+
+    def wait_for_imports(executor):
         deadline = time.monotonic() + 60
-        while not all(executor.client.run(lambda: modules <= set(sys.modules)).values()):
+        while not all(executor.client.run(lambda: modules <= set(sys.modules),
+                                          on_error="ignore").values() or [False]):
             assert time.monotonic() < deadline, "the worker never imported them"
             time.sleep(0.2)
+
+    with DaskExecutor(workers=1, threads_per_worker=1) as executor:
+        wait_for_imports(executor)
         assert executor.traffic.tasks == 0 and not executor._shared
+        # A worker that replaces a lost one imports them too.
+        (pid,) = executor.client.run(os.getpid).values()
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while pid in executor.client.run(os.getpid, on_error="ignore").values() or not (
+                executor.client.nthreads()):
+            assert time.monotonic() < deadline, "the worker was not replaced"
+            time.sleep(0.2)
+        wait_for_imports(executor)
+        assert pid not in executor.client.run(os.getpid).values()
 
 
 def test_a_process_freezes_its_long_lived_objects_once():

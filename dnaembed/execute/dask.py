@@ -103,6 +103,33 @@ class AllocatorSettings(WorkerPlugin):
         set_allocator_thresholds(32 << 20, 64 << 20)
 
 
+class ImportsAhead(WorkerPlugin):
+    """Has each worker (now or later) import what the tasks use, torch with the model's
+    modules and faiss, on a thread of its own as it joins: its tasks wait for what is not
+    imported yet, its event loop does not.
+
+    Why: a fresh worker imported torch only when the model reached it (~1.4 s), while the
+    client waited for the first task; imported meanwhile, the import overlaps the client's
+    reading of the input.
+    """
+
+    name = "dnaembed-imports"
+
+    def setup(self, worker) -> None:
+        import threading
+
+        threading.Thread(target=_import_task_modules, name=self.name, daemon=True).start()
+
+
+def _import_task_modules() -> None:
+    """On a worker: what :class:`ImportsAhead` imports."""
+    import dnaembed.cluster.partition_tasks  # noqa: F401
+    import dnaembed.model.inference  # noqa: F401
+    from dnaembed.cluster.search import faiss_module
+
+    faiss_module()
+
+
 class _Window:
     """Futures in task order: at most ``ahead`` running, at most ``held`` not yet given
     back; finished results are read as they finish, and given back in order."""
@@ -138,26 +165,6 @@ class _Window:
     def cancel(self, client) -> None:
         if self.running:
             client.cancel(list(self.running))
-
-
-def _import_task_modules() -> None:
-    """On a worker: import what the tasks use (torch with the model's modules, faiss), ahead
-    of the first task. Why: a fresh worker imported torch only when the model reached it
-    (~1.4 s), while the client waited for the first task; imported meanwhile, the import
-    overlaps the client's reading of the input."""
-    import dnaembed.cluster.partition_tasks  # noqa: F401
-    import dnaembed.model.inference  # noqa: F401
-    from dnaembed.cluster.search import faiss_module
-
-    faiss_module()
-
-
-async def _start_importing() -> None:
-    """On a worker: :func:`_import_task_modules` on a thread of its own (its tasks wait for
-    what it has not imported yet; its event loop does not)."""
-    import threading
-
-    threading.Thread(target=_import_task_modules, name="dnaembed-imports", daemon=True).start()
 
 
 def _process_cpu_seconds() -> float:
@@ -203,7 +210,7 @@ class DaskExecutor:
             self.client = Client(self.cluster)
             self.where = f"a LocalCluster on 127.0.0.1 ({workers} worker processes)"
         self.client.register_plugin(AllocatorSettings(), name=AllocatorSettings.name)
-        self.client.run(_start_importing, wait=False)  # not waited for: see the function
+        self.client.register_plugin(ImportsAhead(), name=ImportsAhead.name)
         threads = self.client.nthreads()
         self.workers = max(1, sum(threads.values()))
         self.worker_count = len(threads)
@@ -279,8 +286,9 @@ class DaskExecutor:
             with contextlib.suppress(Exception):
                 self.client.unregister_worker_plugin(name)
         self._shared.clear()
-        with contextlib.suppress(Exception):
-            self.client.unregister_worker_plugin(AllocatorSettings.name)
+        for name in (AllocatorSettings.name, ImportsAhead.name):
+            with contextlib.suppress(Exception):
+                self.client.unregister_worker_plugin(name)
         self.client.close()
         if self.cluster is not None:
             # A worker with torch loaded may take longer to exit than the nanny waits before
