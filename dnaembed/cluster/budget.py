@@ -121,7 +121,7 @@ def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
     partitions = tasks_here * TASK_BYTES_PER_READ * plan.partition_size
     if room < max(tasks, partitions / TASK_SHARE):
         _refuse(memory, memory - room + partitions / TASK_SHARE, units, plan.partition_size,
-                tasks_here, cells)
+                tasks_here, cells, geometry)
     task_reads = max(MIN_TASK_READS, int(TASK_SHARE * room / (tasks_here * TASK_BYTES_PER_READ)))
     plan.chunk_size = min(plan.chunk_size, task_reads)
     plan.spill_vectors = plan.spill_vectors or units * plan.search_dim * 2 > VECTORS_SHARE * room
@@ -132,12 +132,12 @@ def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
 
 
 def _refuse(memory: int, needed: float, units: int, partition_size: int, tasks_here: int,
-            cells: int) -> NoReturn:
+            cells: int, geometry: int) -> NoReturn:
     """The one-line error of a budget too small for the work (checked before the reads
-    too, with ``units`` 0, when their number is not known yet)."""
+    too, with ``units`` 0, when their number is not known yet); ``geometry``: the bytes
+    of the ``cells``' distances to one another."""
     what = (f"{units:,} distinct reads and " if units else "") + (
         f"partitions of {partition_size:,} reads ({tasks_here} at a time)")
-    geometry = CELL_PAIR_BYTES * cells * cells
     between = (f", {geometry / MB:,.0f} MB for the distances between the {cells:,} cells"
                if geometry >= MB else "")
     # Fewer, larger cells shrink the cells' distances; smaller ones, the tasks.
