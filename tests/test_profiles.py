@@ -206,3 +206,28 @@ def test_the_search_in_tasks_is_the_search_in_one_pass(range_targets, threads, m
     direct = _brute_force_groups(targets, groups.tolist(), queries, 4, index.cut, 5,
                                  min_votes=2)
     assert np.array_equal(got[0], direct[0]) and (got[0] >= 0).sum() > 100
+
+
+@pytest.mark.parametrize(("block", "kept_bytes"), [(3, 0), (7, 3_000), (1_000, 1 << 20)])
+def test_the_search_on_this_process_threads_is_the_search_on_one(block, kept_bytes,
+                                                                   monkeypatch):
+    # Blocks coded, counted and voted on two threads, merged here in order (votes dropped
+    # on the threads against each query's last place as the block left): the same lists
+    # as one thread, with blocks of a few targets, some kept from the first pass or none.
+    from dnaembed.cluster import kmer_tasks
+    from dnaembed.execute.inline import InlineExecutor
+
+    monkeypatch.setattr(kmers_module, "KEPT_BYTES", kept_bytes)
+    groups, targets, queries = _random_groups(np.random.default_rng(11), 60, (7, 12), 50)
+    one = KmerIndex(targets, both=True, k=4, groups=groups, block=block)
+    want = one.candidates(queries, 5, min_votes=2)
+    index = KmerIndex(targets, both=True, k=4, groups=groups, block=block)
+    with InlineExecutor(2) as runner:
+        got = kmer_tasks.search_in_tasks(index, queries, 5, runner, min_votes=2)
+        assert runner.traffic.tasks == 2 * len(list(index.ranges()))  # both passes' blocks
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert index.cut == one.cut > MAX_TARGETS_PER_KMER
+    direct = _brute_force_groups(targets, groups.tolist(), queries, 4, index.cut, 5,
+                                 min_votes=2)
+    assert np.array_equal(got[0], direct[0]) and np.array_equal(got[1], direct[1])
+    assert (got[0] >= 0).sum() > 100

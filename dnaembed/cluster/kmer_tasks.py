@@ -79,11 +79,12 @@ def search_in_tasks(index: KmerIndex, queries: Sequence[str], top: int, runner, 
                     min_votes: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`KmerIndex.candidates`, its two passes as tasks on ``runner`` (see the notes);
     sets ``index.cut`` as the search in one pass does. A runner whose tasks would share
-    this process (:func:`dnaembed.execute.runs_here`) gets the one-pass search,
-    which keeps the first pass's k-mers for the second instead of computing them again."""
+    this process (:func:`dnaembed.execute.runs_here`) gets the one-pass search, which
+    keeps the first pass's k-mers for the second instead of computing them again and
+    builds the queries' tables once for all its threads (:meth:`KmerIndex.candidates`)."""
     queries = list(queries)
     if runs_here(runner):
-        return index.candidates(queries, top, min_votes=min_votes)
+        return index.candidates(queries, top, min_votes=min_votes, runner=runner)
     best = TopTargets(len(queries), top)
     if len(queries) == 0 or len(index.targets) == 0:
         return best.result(min_votes)
