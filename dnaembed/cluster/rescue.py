@@ -68,7 +68,8 @@ Where: on a runner of worker processes the k-mer search, the consensus and the
 alignments are tasks (:mod:`dnaembed.cluster.kmer_tasks`,
 :mod:`dnaembed.cluster.rescue_tasks`); the candidates (drawn from a seeded generator,
 in read order) and the decisions are taken here, so the result is the same wherever
-the tasks run. In one process all of it runs here, in one pass.
+the tasks run. In one process all of it runs here, in one pass, the k-mer search's
+blocks on the process's threads (:meth:`~dnaembed.cluster.kmers.KmerIndex.candidates`).
 
 Cost: a cluster's consensus is built the first time a read needs it and kept for
 both passes (most clusters are candidates of many reads); the k-mer index reverses
