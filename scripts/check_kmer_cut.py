@@ -11,10 +11,13 @@ per k-mer (``max_targets``: k-mers held by more clusters are dropped as shared
 primers; ``auto``: the rescue's own, :func:`dnaembed.cluster.kmers.chance_cut`)
 and each k-mer length (``auto``: the rescue's own for that many queries,
 :func:`dnaembed.cluster.kmers.kmer_length`), how often the true cluster is the
-first candidate and among the 8, for each kind of query.
+first candidate and among the 8, for each kind of query. ``--threads``: the search
+also on that many threads of one process (as ``dnaembed cluster`` runs it), its time
+and whether its lists are the one-thread search's.
 
     python scripts/check_kmer_cut.py --clusters 100000 300000 --cuts 16 64 auto --ks 11
     python scripts/check_kmer_cut.py --clusters 100000 300000 --queries 22000 --ks 11 12 auto
+    python scripts/check_kmer_cut.py --clusters 100000 300000 --ks auto --threads 1 2
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from benchlib import add_write_docs, finish  # noqa: E402
 
 from dnaembed.cluster.kmers import MAX_K, KmerIndex, kmer_length  # noqa: E402
 from dnaembed.encoding import decode_flat, encode_flat  # noqa: E402
+from dnaembed.execute.inline import InlineExecutor  # noqa: E402
 from dnaembed.sim.channel import Channel, transmit  # noqa: E402
 
 BASES = np.frombuffer(b"ACGT", np.uint8)
@@ -72,6 +76,8 @@ def main() -> None:
                    help="queries in all (the rescue asks about ~7,000 at 10^6 reads)")
     p.add_argument("--truncated", type=int, default=2_000, help="of them, truncated reads")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, nargs="+", default=[1],
+                   help="threads of the search (1: one pass on this thread)")
     add_write_docs(p, "The rescue's k-mer search and the number of clusters")
     args = p.parse_args()
     for k in args.ks:
@@ -82,8 +88,11 @@ def main() -> None:
             p.error(f"--cuts: {cut!r} is not a number of clusters or auto")
     if not 0 <= args.truncated <= args.queries or args.queries > min(args.clusters):
         p.error("--truncated must be 0..--queries, and --queries at most the fewest --clusters")
-    lines = ["| clusters | queries | cut | k | first | among 8 | truncated: among 8 | s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    if min(args.threads) < 1:
+        p.error("--threads must be at least 1")
+    lines = ["| clusters | queries | cut | k | threads | first | among 8 | truncated: among 8 | s "
+             "| lists as on 1 thread |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     print("\n".join(lines))
     for n in args.clusters:
         rng = np.random.default_rng([args.seed, n])
@@ -99,19 +108,28 @@ def main() -> None:
             for k_arg in args.ks:
                 k = kmer_length(len(queries), mean_kmers, 11, both=True) if k_arg == "auto" \
                     else int(k_arg)
-                start = time.perf_counter()
-                index = KmerIndex(targets, both=True, k=k, groups=groups,
-                                  max_targets=None if cut == "auto" else int(cut))
-                found, _ = index.candidates(queries, 8)
-                among = (found == picks[:, None]).any(axis=1)
-                shown_cut = f"auto ({index.cut})" if cut == "auto" else cut
-                lines.append(
-                    f"| {n:,} | {len(queries):,} | {shown_cut}"
-                    f" | {f'auto ({k})' if k_arg == 'auto' else k}"
-                    f" | {share(found[short:, 0] == picks[short:])}"
-                    f" | {share(among[short:])} | {share(among[:short])}"
-                    f" | {time.perf_counter() - start:.1f} |")
-                print(lines[-1], flush=True)
+                one_thread = None
+                for threads in args.threads:
+                    start = time.perf_counter()
+                    index = KmerIndex(targets, both=True, k=k, groups=groups,
+                                      max_targets=None if cut == "auto" else int(cut))
+                    with InlineExecutor(threads) as runner:
+                        found, flips = index.candidates(queries, 8, runner=runner)
+                    seconds = time.perf_counter() - start
+                    if threads == 1:
+                        one_thread = (found, flips)
+                    same = "-" if one_thread is None or threads == 1 else (
+                        "same" if np.array_equal(one_thread[0], found)
+                        and np.array_equal(one_thread[1], flips) else "DIFFERENT")
+                    among = (found == picks[:, None]).any(axis=1)
+                    shown_cut = f"auto ({index.cut})" if cut == "auto" else cut
+                    lines.append(
+                        f"| {n:,} | {len(queries):,} | {shown_cut}"
+                        f" | {f'auto ({k})' if k_arg == 'auto' else k} | {threads}"
+                        f" | {share(found[short:, 0] == picks[short:])}"
+                        f" | {share(among[short:])} | {share(among[:short])}"
+                        f" | {seconds:.1f} | {same} |")
+                    print(lines[-1], flush=True)
     finish(args.write_docs, "\n".join(lines))
 
 
