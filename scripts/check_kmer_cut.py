@@ -35,6 +35,7 @@ from benchlib import add_write_docs, finish  # noqa: E402
 from dnaembed.cluster.kmers import MAX_K, KmerIndex, kmer_length  # noqa: E402
 from dnaembed.encoding import decode_flat, encode_flat  # noqa: E402
 from dnaembed.execute.inline import InlineExecutor  # noqa: E402
+from dnaembed.log import configure  # noqa: E402
 from dnaembed.sim.channel import Channel, transmit  # noqa: E402
 
 BASES = np.frombuffer(b"ACGT", np.uint8)
@@ -90,6 +91,7 @@ def main() -> None:
         p.error("--truncated must be 0..--queries, and --queries at most the fewest --clusters")
     if min(args.threads) < 1:
         p.error("--threads must be at least 1")
+    configure(quiet=True)  # the threads' tasks draw no progress bars into the table
     lines = ["| clusters | queries | cut | k | threads | first | among 8 | truncated: among 8 | s "
              "| lists as on 1 thread |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
