@@ -148,6 +148,7 @@ def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
         assert [s.spilled for s in stores] == [False, True, True]
         for store in stores:
             assert np.array_equal(store.take(rows), np.concatenate(blocks)[rows])
+            assert store.row_bytes(299, 303) == np.concatenate(blocks)[299:303].tobytes()
             store.close()
         ids = ["r1", "β-read", "", "r" * 300]
         packed = PackedStrings(spill_to=spill.new_file("ids"), encoding="utf-8")
@@ -158,10 +159,13 @@ def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
         assert packed.take(np.array([3, 0])) == [ids[3], ids[0]]
         packed.close()
         seqs = ["".join(rng.choice(list("ACGT"), n)) for n in rng.integers(0, 40, 500)]
-        for spill_to in (None, spill.new_file("seqs")):
-            packed = PackedStrings(spill_to=spill_to)
+        for spill_to, moved in ((None, False), (spill.new_file("seqs"), False),
+                                (spill.new_file("moved"), True)):
+            packed = PackedStrings(spill_to=spill_to, spill_after=1 << 30 if moved else None)
             packed.append(seqs)
             packed.finish()
+            assert not moved or packed.spill()  # held in memory, then moved to its file
+            assert [packed[i] for i in range(len(seqs))] == seqs
             pick = rng.integers(0, len(seqs), 300)  # repeats, empty strings, any order
             data, lengths = packed.packed(pick)
             assert data.tobytes() == "".join(seqs[i] for i in pick).encode()

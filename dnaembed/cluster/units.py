@@ -28,7 +28,7 @@ class UnitSequences:
         return len(self.rows)
 
     def __getitem__(self, unit: int) -> str:
-        seq = self.store[int(self.rows[unit])]
+        seq = self.store[self.rows.item(unit)]
         return reverse_complement(seq) if self.reverse else seq
 
     def take(self, units: np.ndarray) -> list[str]:
