@@ -239,7 +239,10 @@ def _spill_reads(store, limit: int | None) -> None:
 
 def _read_units(paths, spill, spill_after: int | None, both: bool, keep_quals: bool,
                 timings: dict[str, float]):
-    """Stream the files into a store; the distinct non-empty reads (units) of it."""
+    """Stream the files into a store; the distinct non-empty reads (units) of it.
+
+    Under a memory budget (``spill_after`` given) the sequences are kept at two bits per
+    base, so that more of them stay in memory."""
     from dnaembed.cluster.dedupe_hashes import sequence_hashes, unique_by_hashes
     from dnaembed.cluster.units import Units, UnitSequences
     from dnaembed.io.readstore import stream_reads
@@ -247,6 +250,7 @@ def _read_units(paths, spill, spill_after: int | None, both: bool, keep_quals: b
     start = time.perf_counter()
     hashes: list[tuple[np.ndarray, np.ndarray | None]] = []
     store = stream_reads(paths, spill=spill, keep_quals=keep_quals, spill_after=spill_after,
+                         two_bit=spill_after is not None,
                          on_block=lambda seqs: hashes.append(sequence_hashes(seqs, both)))
     timings["read"] = time.perf_counter() - start
     start = time.perf_counter()

@@ -224,6 +224,26 @@ def test_a_memory_budget_lets_round_1_keep_its_spilled_vectors_resident():
     assert plan_work(None, None, units=3_000_000).plan.resident_vectors == 0
 
 
+def test_a_budget_leaves_the_reads_what_the_tasks_do_not_take():
+    """At 3 x 10^6 reads under 2G the chunks (16,384 reads) take less than the tasks'
+    share: the rest holds the sequences at two bits per base (38 bytes a read at 150 nt)."""
+    from dnaembed.cluster.budget import MB, PROCESS_BASE, READS_SHARE, plan_work
+    from dnaembed.execute.inline import InlineExecutor
+
+    with InlineExecutor(2) as runner:  # two tasks at a time, as on a 2-core machine
+        work = plan_work(2048 * MB, runner, units=3_000_000)
+    assert work.plan.chunk_size == 16_384 and work.plan.spill_vectors
+    assert work.reads_in_memory > 38 * 3_000_000
+    assert "reads in memory up to 139 MB (the sequences at two bits per base)" in work.describe()
+    # While streaming, the reads not yet counted, they get their share only.
+    streaming = plan_work(2048 * MB, None)
+    assert streaming.reads_in_memory == int(READS_SHARE * (2048 * MB - PROCESS_BASE))
+    # Little room: the chunks are cut to fit the tasks' share, and the reads get theirs.
+    with InlineExecutor(2) as runner:
+        tight = plan_work(900 * MB, runner, units=1_000_000)
+    assert tight.plan.chunk_size < 16_384 and tight.reads_in_memory < 38 * 1_000_000
+
+
 def test_a_budget_counts_the_distances_between_the_cells():
     """Assigning keeps the cells' distances to one another (cells squared of them) in every
     process: 2 x 10^6 reads in cells of 256 make 7,813 cells, ~0.7 GB resident each."""

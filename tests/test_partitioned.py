@@ -3,6 +3,7 @@ index) and the whole chain in one process, on real files and real models."""
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 import numpy as np
@@ -24,6 +25,7 @@ from dnaembed.encoding import reverse_complement
 from dnaembed.errors import InputError
 from dnaembed.evaluate.clustering import evaluate_files
 from dnaembed.execute.inline import InlineExecutor
+from dnaembed.io.bases import PackedBases
 from dnaembed.io.readstore import stream_reads
 from dnaembed.io.sequences import read_sequences, write_sequences
 from dnaembed.io.spill import (
@@ -158,13 +160,18 @@ def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
         assert list(packed) == ids and packed[1] == "β-read"
         assert packed.take(np.array([3, 0])) == [ids[3], ids[0]]
         packed.close()
-        seqs = ["".join(rng.choice(list("ACGT"), n)) for n in rng.integers(0, 40, 500)]
-        for spill_to, moved in ((None, False), (spill.new_file("seqs"), False),
-                                (spill.new_file("moved"), True)):
-            packed = PackedStrings(spill_to=spill_to, spill_after=1 << 30 if moved else None)
-            packed.append(seqs)
+        # Every length modulo 4, empty reads, and reads with an N (kept whole by PackedBases).
+        seqs = ["".join(rng.choice(list("ACGT" if n % 7 else "ACGTN"), n))
+                for n in rng.integers(0, 40, 500)]
+        for store, where in itertools.product((PackedStrings, PackedBases),
+                                              ("memory", "file", "moved")):
+            spill_to = None if where == "memory" else spill.new_file(where)
+            packed = store(spill_to=spill_to, spill_after=1 << 30 if where == "moved" else None)
+            packed.append(seqs[:123])
+            packed.append(seqs[123:])
             packed.finish()
-            assert not moved or packed.spill()  # held in memory, then moved to its file
+            # Held in memory, then moved to its file.
+            assert packed.spilled == (where == "file") and packed.spill() == (where == "moved")
             assert [packed[i] for i in range(len(seqs))] == seqs
             pick = rng.integers(0, len(seqs), 300)  # repeats, empty strings, any order
             data, lengths = packed.packed(pick)
@@ -182,21 +189,28 @@ def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
     assert not directory.exists()
 
 
-def test_reads_kept_in_memory_while_streaming_are_spilled_when_the_plan_says(tmp_path, write):
+@pytest.mark.parametrize("two_bit", [False, True])
+def test_reads_kept_in_memory_while_streaming_are_spilled_when_the_plan_says(tmp_path, write,
+                                                                             two_bit):
     # The number of reads, and so the room they may take, is known only after reading.
     a = write("a.fq", "".join(f"@r{i}\n{'ACGT' * (i + 1)}\n+\n{'I' * 4 * (i + 1)}\n"
                               for i in range(40)))
     (tmp_path / "spill").mkdir()
     with SpillDir(tmp_path / "spill") as spill:
-        store = stream_reads([a], spill=spill, spill_after=1 << 20, keep_quals=True)
+        store = stream_reads([a], spill=spill, spill_after=1 << 20, keep_quals=True,
+                             two_bit=two_bit)
+        assert isinstance(store.seqs, PackedBases) == two_bit
+        assert store.seqs.nbytes == 820 * (1 if two_bit else 4)  # 3,280 bases
         before = (store.ids.take(np.arange(40)), store.seqs.take(np.arange(40)))
         assert not store.seqs.spilled
         assert store.spill_beyond(1 << 20) == []
-        assert store.spill_beyond(store.ids.nbytes) == ["sequences", "qualities"]
-        assert store.seqs.spilled and store.quals.spilled and not store.ids.spilled
+        # The sequences, read back most often, are spilled last.
+        assert store.spill_beyond(store.seqs.nbytes) == ["ids", "qualities"]
+        assert store.ids.spilled and store.quals.spilled and not store.seqs.spilled
         assert (store.ids.take(np.arange(40)), store.seqs.take(np.arange(40))) == before
         assert store.seqs[39] == "ACGT" * 40 and store.quals[0] == "IIII"
-        assert store.spill_beyond(0) == ["ids"] and store.spill_beyond(0) == []
+        assert store.spill_beyond(0) == ["sequences"] and store.spill_beyond(0) == []
+        assert (store.ids.take(np.arange(40)), store.seqs.take(np.arange(40))) == before
         store.close()
 
 
@@ -342,12 +356,14 @@ def test_same_output_whatever_the_threads_and_what_is_spilled(sim, small_model, 
     model = load_model(small_model).model
     outputs = []
     spill_all = {"spill_vectors": True, "reads_in_memory": 0}
-    for threads, extra in ((1, {}), (3, {}), (2, spill_all)):
+    two_bit_in_memory = {"reads_in_memory": 1 << 30}  # as a budget with room for them gives
+    for threads, extra in ((1, {}), (3, {}), (2, spill_all), (1, two_bit_in_memory)):
         with (InlineExecutor(threads) as runner,
               clustered_files([f"{sim}.fastq.gz"], model, runner, tmpdir=tmp_path,
                               params={"partition_size": 256, **extra}) as (result, store)):
             outputs.append((result.labels, result.orientation, result.representatives))
-            assert store.seqs.spilled == bool(extra)
+            assert store.seqs.spilled == (extra is spill_all)
+            assert isinstance(store.seqs, PackedBases) == bool(extra)
             assert len(list(tmp_path.iterdir())) == 1  # the run's spill directory
         assert list(tmp_path.iterdir()) == []  # gone with the run
     for labels, orientation, reps in outputs[1:]:

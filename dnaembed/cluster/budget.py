@@ -7,10 +7,11 @@ figures measured on this code (``scripts/bench_scale.py``, docs/scaling.md):
 
 * a process with the model loaded holds :data:`PROCESS_BASE` before any read;
   the rest of the budget is the room the data may take;
-* the reads (ids and sequences) stay in memory up to :data:`READS_SHARE` of
-  the room and go to files under the tmpdir beyond it; the search vectors
-  (float16) likewise at :data:`VECTORS_SHARE`, and spilled ones stay resident while
-  round 1 reads them, up to :data:`ROUND1_RESIDENT_PER_READ`;
+* the reads (ids, then sequences at two bits per base) stay in memory up to
+  :data:`READS_SHARE` of the room, or what the tasks and the vectors leave of
+  :data:`DATA_SHARE` if that is more, and go to files under the tmpdir beyond it; the
+  search vectors (float16) likewise at :data:`VECTORS_SHARE`, and spilled ones stay
+  resident while round 1 reads them, up to :data:`ROUND1_RESIDENT_PER_READ`;
 * a task holds about :data:`TASK_BYTES_PER_READ` per read of its chunk or
   partition; the tasks a process runs at once share :data:`TASK_SHARE` of
   the room, which bounds the chunk size (the partition size is the user's:
@@ -40,6 +41,8 @@ PROCESS_BASE = 320 * MB
 READS_SHARE = 0.25
 VECTORS_SHARE = 0.15
 TASK_SHARE = 0.5
+#: Of the room, what the data may take in all (the rest is a margin).
+DATA_SHARE = READS_SHARE + VECTORS_SHARE + TASK_SHARE
 #: Per read of a task (vectors as float32, sequences as strings, neighbours, pairs).
 TASK_BYTES_PER_READ = 2_000
 #: Per distinct read, in this process, whatever is spilled: measured 485 bytes (3 x 10^6
@@ -85,8 +88,8 @@ class WorkPlan:
         if self.reads_in_memory is None:
             reads = "reads in memory"
         else:
-            reads = (f"reads in memory up to {self.reads_in_memory / MB:,.0f} MB, then spilled "
-                     "to the tmpdir")
+            reads = (f"reads in memory up to {self.reads_in_memory / MB:,.0f} MB (the sequences "
+                     "at two bits per base), then spilled to the tmpdir")
         where = "in memory"
         if p.spill_vectors:
             resident = min(p.resident_vectors, vectors)
@@ -127,8 +130,22 @@ def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
     plan.spill_vectors = plan.spill_vectors or units * plan.search_dim * 2 > VECTORS_SHARE * room
     plan.resident_vectors = ROUND1_RESIDENT_PER_READ * units
     if reads_in_memory is None:
-        reads_in_memory = int(READS_SHARE * max(room, 0))
+        reads_in_memory = _reads_room(plan, room, units, tasks_here)
     return WorkPlan(plan, reads_in_memory, memory, units, tasks_here)
+
+
+def _reads_room(plan: PartitionPlan, room: int, units: int, tasks_here: int) -> int:
+    """Bytes of reads kept in memory: their share of the room, or, once the reads are
+    counted, what the tasks (at the chunk or partition size, the larger) and the
+    vectors held in memory leave of the data's share, if that is more. Why: with the
+    chunks at their default size the tasks' share is not all taken; at 3 x 10^6 reads
+    under ``--memory 2G`` what is left holds the sequences at two bits per base."""
+    share = int(READS_SHARE * max(room, 0))
+    if units == 0:  # still streaming: the per-read state is not counted yet
+        return share
+    tasks = tasks_here * TASK_BYTES_PER_READ * max(plan.chunk_size, plan.partition_size)
+    vectors = 0 if plan.spill_vectors else units * plan.search_dim * 2
+    return max(share, int(DATA_SHARE * room) - tasks - vectors)
 
 
 def _refuse(memory: int, needed: float, units: int, partition_size: int, tasks_here: int,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnaembed.errors import InputError
+from dnaembed.io.bases import PackedBases
 from dnaembed.io.sequences import ReadSet, describe_path, iter_read_blocks
 from dnaembed.io.spill import PackedStrings, SpillDir
 
@@ -31,7 +32,7 @@ class ReadStore:
     """Every read of a run, in input order: ids, sequences, qualities (or None), lengths."""
 
     ids: PackedStrings
-    seqs: PackedStrings
+    seqs: PackedStrings | PackedBases
     quals: PackedStrings | None
     files: list[str]
     #: Reads of each file (the record numbers in messages are per file).
@@ -59,11 +60,11 @@ class ReadStore:
         return ReadSet(self.ids.take(rows), self.seqs.take(rows), quals)
 
     def spill_beyond(self, limit: int) -> list[str]:
-        """Spill the ids, sequences or qualities held in memory beyond ``limit`` bytes in
-        all; the names of those spilled, largest first."""
-        parts = {"sequences": self.seqs, "ids": self.ids, "qualities": self.quals}
-        held = sorted(((p.nbytes, name) for name, p in parts.items()
-                       if p is not None and not p.spilled), reverse=True)
+        """Spill the ids, qualities or sequences held in memory beyond ``limit`` bytes in
+        all, in that order (the sequences, read back most often, last); the names of
+        those spilled."""
+        parts = {"ids": self.ids, "qualities": self.quals, "sequences": self.seqs}
+        held = [(p.nbytes, name) for name, p in parts.items() if p is not None and not p.spilled]
         spilled, total = [], sum(size for size, _ in held)
         for size, name in held:
             if total <= limit:
@@ -85,6 +86,7 @@ def stream_reads(
     spill: SpillDir | None = None,
     spill_after: int | None = None,
     keep_quals: bool = False,
+    two_bit: bool = False,
     on_block: Callable[[list[str]], None] | None = None,
 ) -> ReadStore:
     """Read every file into a :class:`ReadStore`.
@@ -93,7 +95,9 @@ def stream_reads(
     file under ``spill`` once it takes more than ``spill_after`` bytes (None:
     never). ``on_block(seqs)`` sees each block of sequences as it is read
     (hashing for the dedupe). ``keep_quals``: keep the qualities when every
-    file is FASTQ.
+    file is FASTQ. ``two_bit``: the sequences at two bits per base
+    (:class:`~dnaembed.io.bases.PackedBases`: a quarter of the memory, for a
+    little more CPU time to read them back).
     """
     def new(stem: str, encoding: str) -> PackedStrings:
         if spill is None or spill_after is None:
@@ -101,7 +105,13 @@ def stream_reads(
         return PackedStrings(spill_to=spill.new_file(stem), spill_after=spill_after,
                              encoding=encoding)
 
-    ids, seqs = new("ids", "utf-8"), new("seqs", "ascii")
+    ids = new("ids", "utf-8")
+    if not two_bit:
+        seqs = new("seqs", "ascii")
+    elif spill is None or spill_after is None:
+        seqs = PackedBases()
+    else:
+        seqs = PackedBases(spill_to=spill.new_file("seqs"), spill_after=spill_after)
     quals = new("quals", "ascii") if keep_quals else None
     id_hashes: list[np.ndarray] = []
     counts: list[int] = []

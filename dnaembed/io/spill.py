@@ -196,6 +196,16 @@ class SpillArray:
                 self._mapped.touched(max(out.nbytes, count * mmap.PAGESIZE))
         return out
 
+    def gather(self, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """Rows ``start : start + size`` of a 1-D array, joined, then a spilled file's
+        pages given back: one slice where they follow one another, else one gather."""
+        if len(starts) and np.all(starts[1:] == starts[:-1] + sizes[:-1]):
+            start = int(starts[0])
+            return self.take(slice(start, start + int(sizes.sum())), release=True)
+        data = gather_rows(self.view(), starts, sizes)
+        self.release()
+        return data
+
     def row_bytes(self, start: int, stop: int) -> bytes | bytearray:
         """Rows ``start:stop`` as bytes: :meth:`take` for one string at a time, without
         the array copies (the linker and the exact checks ask for millions). Sliced from
@@ -253,7 +263,29 @@ class SpillArray:
             self._mapped = None
 
 
-class PackedStrings:
+class StringStore:
+    """What a store of strings read back by row shares: :meth:`take` and iteration
+    through its :meth:`packed` form (``(bytes, lengths)``)."""
+
+    encoding = "ascii"
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def packed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def take(self, rows: np.ndarray) -> list[str]:
+        """The given rows as strings."""
+        data, lengths = self.packed(rows)
+        return unpack_strings(data, lengths, self.encoding)
+
+    def __iter__(self) -> Iterator[str]:
+        for start in range(0, len(self), ITER_CHUNK):
+            yield from self.take(np.arange(start, min(start + ITER_CHUNK, len(self))))
+
+
+class PackedStrings(StringStore):
     """Strings as bytes, one after the other, with their offsets; in memory or spilled.
 
     ``take(rows)`` gives them back as strings; :meth:`packed` as one byte array
@@ -309,27 +341,12 @@ class PackedStrings:
         lengths = self.lengths[rows]
         if len(rows) == 0:
             return np.zeros(0, np.uint8), lengths
-        starts = self.offsets[rows]
-        if np.all(rows[1:] == rows[:-1] + 1):  # a run of rows: one slice
-            start = int(starts[0])
-            return self._bytes.take(slice(start, start + int(lengths.sum())), release=True), lengths
-        data = gather_rows(self._bytes.view(), starts, lengths)
-        self._bytes.release()
-        return data, lengths
-
-    def take(self, rows: np.ndarray) -> list[str]:
-        """The given rows as strings."""
-        data, lengths = self.packed(rows)
-        return unpack_strings(data, lengths, self.encoding)
+        return self._bytes.gather(self.offsets[rows], lengths), lengths
 
     def __getitem__(self, row: int) -> str:
         offsets = self.offsets
         return self._bytes.row_bytes(offsets.item(row), offsets.item(row + 1)).decode(
             self.encoding)
-
-    def __iter__(self) -> Iterator[str]:
-        for start in range(0, len(self), ITER_CHUNK):
-            yield from self.take(np.arange(start, min(start + ITER_CHUNK, len(self))))
 
     def close(self) -> None:
         self._bytes.close()

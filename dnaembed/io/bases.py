@@ -1,0 +1,179 @@
+"""Sequences at two bits per base: a read store's sequences in a quarter of the bytes.
+
+Under a memory budget the sequences are the largest thing a run keeps per
+read (a byte per base). Spilled to a file, every read-back of them faults
+pages in: at 3 x 10^6 reads under ``--memory 2G`` that cost about 12 s of the
+run (docs/scaling.md). :class:`PackedBases` keeps A, C, G and T in two bits
+each, every read from a byte boundary (padded to a multiple of four bases),
+so that the sequences of 3 x 10^6 reads of 150 nt take 114 MB and may stay
+in memory where 450 MB could not. A read with any other base (N) is kept
+whole, aside, in a :class:`~dnaembed.io.spill.PackedStrings`. It reads back
+as that store does: :meth:`~PackedBases.packed`, ``take``, ``store[i]``.
+"""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from dnaembed.io.spill import PackedStrings, SpillArray, StringStore
+
+_BASES = b"ACGT"
+#: Each byte's two-bit code (as a byte); 4 for any but A, C, G, T.
+_CODE = bytes(_BASES.index(b) if b in _BASES else 4 for b in range(256))
+#: The four bases of each packed byte (the first in its highest bits), as a string and as
+#: one little-endian uint32 whose bytes are the bases in order.
+_DECODE_STR = ["".join(chr(_BASES[(b >> s) & 3]) for s in (6, 4, 2, 0)) for b in range(256)]
+_DECODE = np.frombuffer("".join(_DECODE_STR).encode("ascii"), dtype="<u4")
+#: One read decoded by two hex expansions: a hex digit of the packed bytes (two bases,
+#: ``c0 c1``) becomes the byte ``c0 << 4 | c1``, whose hex digits are the two codes.
+_HEX = b"0123456789abcdef"
+_HEX_TO_PAIR = bytes((_HEX.index(b) >> 2) << 4 | (_HEX.index(b) & 3) if b in _HEX else 0
+                     for b in range(256))
+_DIGIT_TO_BASE = bytes.maketrans(b"0123", _BASES)
+#: Padding that brings a read of length n to a multiple of 4: ``_PADDING[-n & 3]``.
+_PADDING = ["", "A", "AA", "AAA"]
+
+
+def padded_codes(strings: Sequence[str]) -> bytes:
+    """The two-bit code of every base (a byte each; 4 for one other than A, C, G, T),
+    each read padded to a multiple of four bases."""
+    return "".join([s + _PADDING[-len(s) & 3] for s in strings]).encode("ascii").translate(_CODE)
+
+
+def pack_codes(codes: bytes) -> np.ndarray:
+    """Four codes of :func:`padded_codes` to a byte, the first in the highest bits."""
+    quads = np.frombuffer(codes, dtype="<u4")  # four codes, the first in the lowest byte
+    return ((quads << 6) | (quads >> 4) | (quads >> 14) | (quads >> 24)).astype(np.uint8)
+
+
+def unpack_one(codes: bytes | bytearray, length: int) -> str:
+    """One read of ``length`` bases from its two-bit form: four passes in C over its
+    bytes (a one-off check: 0.6-0.7 us at 150 nt, against 1.4 us by a string looked up
+    per byte and joined)."""
+    pairs = binascii.hexlify(codes).translate(_HEX_TO_PAIR)
+    return binascii.hexlify(pairs).translate(_DIGIT_TO_BASE)[:length].decode("ascii")
+
+
+def unpack_bases(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Bytes (ASCII) of reads of ``lengths`` from their joined two-bit form."""
+    bases = _DECODE[codes].view(np.uint8)
+    padding = -lengths & 3
+    if not padding.any():
+        return bases
+    keep = np.ones(len(bases), dtype=bool)
+    ends = np.cumsum(lengths + padding)
+    for k in (1, 2, 3):
+        keep[ends[padding >= k] - k] = False
+    return bases[keep]
+
+
+def _is_acgt(seq: str) -> bool:
+    return not seq.encode("ascii", "replace").translate(None, _BASES)
+
+
+class PackedBases(StringStore):
+    """Sequences at two bits per base (see the module notes); in memory or spilled.
+
+    ``spill_to``/``spill_after`` as :class:`~dnaembed.io.spill.PackedStrings`'
+    (the reads with other bases go to a second file beside ``spill_to``).
+    Call :meth:`finish` after the last :meth:`append`.
+    """
+
+    def __init__(self, *, spill_to: Path | None = None, spill_after: int | None = None) -> None:
+        self._codes = SpillArray((), np.uint8, spill_to=spill_to, spill_after=spill_after)
+        other = None if spill_to is None else spill_to.with_name(spill_to.name + "-other")
+        self._other = PackedStrings(spill_to=other, spill_after=spill_after)
+        self._lengths: list[np.ndarray] = []
+        self._other_rows: list[np.ndarray] = []
+        self._count = 0
+        self.lengths: np.ndarray | None = None
+        #: Each read's first byte in the codes (a read with other bases has none).
+        self.offsets: np.ndarray | None = None
+        #: The reads kept whole, in order (row i of them is ``other_rows[i]``).
+        self.other_rows = np.zeros(0, np.int64)
+
+    @property
+    def spilled(self) -> bool:
+        return self._codes.spilled
+
+    @property
+    def nbytes(self) -> int:
+        return self._codes.nbytes + self._other.nbytes
+
+    def __len__(self) -> int:
+        return len(self.lengths) if self.lengths is not None else self._count
+
+    def append(self, strings: Sequence[str]) -> None:
+        codes = padded_codes(strings)
+        if b"\x04" in codes:  # an N somewhere: those reads are kept whole
+            other = [i for i, s in enumerate(strings) if not _is_acgt(s)]
+            self._other.append([strings[i] for i in other])
+            self._other_rows.append(np.array(other, dtype=np.int64) + self._count)
+            kept = set(range(len(strings))).difference(other)
+            codes = padded_codes([s for i, s in enumerate(strings) if i in kept])
+        self._codes.append(pack_codes(codes))
+        self._lengths.append(np.fromiter(map(len, strings), dtype=np.int32, count=len(strings)))
+        self._count += len(strings)
+
+    def finish(self) -> PackedBases:
+        self._codes.finish()
+        self._other.finish()
+        self.lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int32)
+        self._lengths = []
+        if self._other_rows:
+            self.other_rows = np.concatenate(self._other_rows)
+        self._other_rows = []
+        sizes = (self.lengths.astype(np.int64) + 3) >> 2
+        sizes[self.other_rows] = 0
+        self.offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=self.offsets[1:])
+        return self
+
+    def spill(self) -> bool:
+        """Move the codes (and the reads kept whole) to their files now, if in memory."""
+        moved = self._codes.spill()
+        return self._other.spill() or moved
+
+    def _others_among(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which of ``rows`` (positions in it) are kept whole, and their rows aside."""
+        if len(self.other_rows) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        aside = np.searchsorted(self.other_rows, rows)
+        hit = self.other_rows[np.minimum(aside, len(self.other_rows) - 1)] == rows
+        return np.flatnonzero(hit), aside[hit]
+
+    def packed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(bytes, lengths)`` of the given rows, in that order, one byte per base."""
+        rows = np.asarray(rows, dtype=np.int64)
+        lengths = self.lengths[rows]
+        if len(rows) == 0:
+            return np.zeros(0, np.uint8), lengths
+        starts = self.offsets[rows]
+        codes = self._codes.gather(starts, self.offsets[rows + 1] - starts)
+        at, aside = self._others_among(rows)
+        if len(at) == 0:
+            return unpack_bases(codes, lengths), lengths
+        whole = np.zeros(len(rows), dtype=bool)
+        whole[at] = True
+        out = np.empty(int(lengths.sum()), dtype=np.uint8)
+        in_whole = np.repeat(whole, lengths)
+        out[~in_whole] = unpack_bases(codes, np.where(whole, 0, lengths))
+        out[in_whole] = self._other.packed(aside)[0]
+        return out, lengths
+
+    def __getitem__(self, row: int) -> str:
+        if len(self.other_rows):
+            aside = int(np.searchsorted(self.other_rows, row))
+            if aside < len(self.other_rows) and self.other_rows.item(aside) == row:
+                return self._other[aside]
+        codes = self._codes.row_bytes(self.offsets.item(row), self.offsets.item(row + 1))
+        return unpack_one(codes, self.lengths.item(row))
+
+    def close(self) -> None:
+        self._codes.close()
+        self._other.close()
+
