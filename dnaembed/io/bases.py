@@ -113,8 +113,8 @@ class PackedBases(StringStore):
             other = [i for i, s in enumerate(strings) if not _is_acgt(s)]
             self._other.append([strings[i] for i in other])
             self._other_rows.append(np.array(other, dtype=np.int64) + self._count)
-            kept = set(range(len(strings))).difference(other)
-            codes = padded_codes([s for i, s in enumerate(strings) if i in kept])
+            aside = set(other)
+            codes = padded_codes([s for i, s in enumerate(strings) if i not in aside])
         self._codes.append(pack_codes(codes))
         self._lengths.append(np.fromiter(map(len, strings), dtype=np.int32, count=len(strings)))
         self._count += len(strings)

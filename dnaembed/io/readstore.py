@@ -99,20 +99,14 @@ def stream_reads(
     (:class:`~dnaembed.io.bases.PackedBases`: a quarter of the memory, for a
     little more CPU time to read them back).
     """
-    def new(stem: str, encoding: str) -> PackedStrings:
+    def new(stem: str, store=PackedStrings, **options):
         if spill is None or spill_after is None:
-            return PackedStrings(encoding=encoding)
-        return PackedStrings(spill_to=spill.new_file(stem), spill_after=spill_after,
-                             encoding=encoding)
+            return store(**options)
+        return store(spill_to=spill.new_file(stem), spill_after=spill_after, **options)
 
-    ids = new("ids", "utf-8")
-    if not two_bit:
-        seqs = new("seqs", "ascii")
-    elif spill is None or spill_after is None:
-        seqs = PackedBases()
-    else:
-        seqs = PackedBases(spill_to=spill.new_file("seqs"), spill_after=spill_after)
-    quals = new("quals", "ascii") if keep_quals else None
+    ids = new("ids", encoding="utf-8")
+    seqs = new("seqs", PackedBases) if two_bit else new("seqs", encoding="ascii")
+    quals = new("quals", encoding="ascii") if keep_quals else None
     id_hashes: list[np.ndarray] = []
     counts: list[int] = []
     has_quals = keep_quals
