@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -42,3 +44,15 @@ def test_transcript_prints_and_keeps(capsys):
         printed.restore()
     assert capsys.readouterr().out == "| x |\n|---|\n| 1 |\n"
     assert text == "| x |\n|---|\n| 1 |"
+
+
+def test_cpu_description_names_the_emulation_and_the_blas_kernels_it_led_to():
+    """The head of a table says which OpenBLAS kernels ran: OPENBLAS_CORETYPE is read when
+    the library loads, so the description is made in a fresh process."""
+    env = {k: v for k, v in os.environ.items() if k not in benchlib.ISA_VARIABLES}
+    env.update(OPENBLAS_CORETYPE="Haswell", FAISS_OPT_LEVEL="avx2")
+    code = "import benchlib; print(benchlib.cpu_description())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(benchlib.__file__).parent,
+                         env=env, capture_output=True, text=True, check=True).stdout
+    assert "emulated: FAISS_OPT_LEVEL=avx2 OPENBLAS_CORETYPE=Haswell" in out
+    assert out.strip().endswith("OpenBLAS kernels: Haswell")
