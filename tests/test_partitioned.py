@@ -258,6 +258,12 @@ def test_a_reads_cells_are_those_that_sorting_every_boundary_puts_first():
     sent = pickle.loads(pickle.dumps(part))
     assert sent._cached is None and part._cached is not None
     assert np.array_equal(sent.assign(x[:5000]), want)
+    # A margin as wide as the rounds': so many cells pass the screen that their distances
+    # come from one product with every centroid, not pair by pair. The same cells.
+    wide = fit_partitioner(x, cells=150, search_dim=0, margin=2.0, max_cells=6, seed=3)
+    want = cells_by_sorting_every_boundary(wide, x[:5000])
+    assert (want[:, 5] >= 0).mean() > 0.2
+    assert np.array_equal(wide.assign(x[:5000]), want)
     # Far from the origin: the same as in float64 (the screen is in float32, about the
     # centroids' mean).
     far = Partitioner(None, None, part.centroids + 1000, part.margin, part.max_cells)
