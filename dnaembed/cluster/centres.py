@@ -24,12 +24,12 @@ from dnaembed.io.spill import SpillArray, trim_memory
 #: rows took 1.3x as long, their temporaries out of cache).
 BLOCK_ROWS = 1 << 14
 #: Bytes of float32 sums held at once: wider sums are made a slice of the dimensions at a
-#: time, one pass over the vectors each. 3 x 10^6 reads' ~440,000 clusters take four
-#: passes (2.7 s of CPU, against 2.4 in two, on random clusters): a bound on what the
-#: centres add to the client's memory whatever the number of clusters. At 3 x 10^6 under
-#: --memory 2G the run's peak was the same with 64 MB (1,955 MiB before the centres were
-#: spilled): it lies elsewhere.
-SUM_BYTES = 32 << 20
+#: time, one pass over the vectors each: a bound on what the centres add to the client's
+#: memory whatever the number of clusters. 3 x 10^6 reads' ~440,000 clusters take two
+#: passes (random clusters, one thread: 2.1 s of CPU, against 3.1 in four passes with 32
+#: MB and 1.4 in one with 128 MB; 10^6 reads' 126,000 one pass, 0.4 s). This runs while
+#: the tasks wait, and at 3 x 10^6 under --memory 2G the run's peak lies elsewhere.
+SUM_BYTES = 64 << 20
 
 
 def cluster_centres(vectors: SpillArray, linker, reps: np.ndarray) -> np.ndarray:
