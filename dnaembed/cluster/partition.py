@@ -56,7 +56,9 @@ ASSIGN_ROWS = 1_024
 #: rounds' cells, with their wider margin, let ~15% through (16 of 108 at 3 x 10^6 reads),
 #: round 1's ~1% (6 of 733): on 200,000 of the model's vectors, one thread, the rounds'
 #: assignment took 4.0 us a read against 6.5 pair by pair (2.0 against 2.8 at 31 cells);
-#: round 1's 5.1 against 3.8 with the product. The same cells either way.
+#: round 1's 5.1 against 3.8 with the product. The two ways differ only in float64
+#: rounding (the same cells there and in the tests), and a block's way depends on the
+#: block alone, so its cells do not depend on where it is assigned.
 DENSE_SCREEN = 0.05
 #: Room for float32's rounding when a read's cells are screened, a fraction of
 #: ``(|y| + |c|)^2``: a product of 64 terms errs by at most ~4e-6 of ``|y| |c|``, so
