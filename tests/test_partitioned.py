@@ -11,6 +11,7 @@ import pytest
 from conftest import assert_clean_error, run_cli
 from scale_data import simulate_run, small_encoder
 
+from dnaembed.cluster import partition
 from dnaembed.cluster.dedupe import unique_reads
 from dnaembed.cluster.dedupe_hashes import sequence_hashes, unique_by_hashes
 from dnaembed.cluster.kmers import TARGET_BLOCK, KmerIndex, kmer_codes
@@ -236,7 +237,7 @@ def cells_by_sorting_every_boundary(part, y: np.ndarray) -> np.ndarray:
     return want
 
 
-def test_a_reads_cells_are_those_that_sorting_every_boundary_puts_first():
+def test_a_reads_cells_are_those_that_sorting_every_boundary_puts_first(monkeypatch):
     rng = np.random.default_rng(11)
     for trial in range(300):
         dim, cells = int(rng.integers(1, 4)), int(rng.integers(2, 14))
@@ -258,12 +259,16 @@ def test_a_reads_cells_are_those_that_sorting_every_boundary_puts_first():
     sent = pickle.loads(pickle.dumps(part))
     assert sent._cached is None and part._cached is not None
     assert np.array_equal(sent.assign(x[:5000]), want)
-    # A margin as wide as the rounds': so many cells pass the screen that their distances
-    # come from one product with every centroid, not pair by pair. The same cells.
+    # A margin as wide as the rounds', which lets many cells through the screen: the same
+    # cells whether their dot products come pair by pair or from one product of a block
+    # with every centroid (each way forced by the share that chooses between them).
     wide = fit_partitioner(x, cells=150, search_dim=0, margin=2.0, max_cells=6, seed=3)
     want = cells_by_sorting_every_boundary(wide, x[:5000])
     assert (want[:, 5] >= 0).mean() > 0.2
-    assert np.array_equal(wide.assign(x[:5000]), want)
+    for share in (0.0, 2.0):  # every block by one product; none
+        monkeypatch.setattr(partition, "DENSE_SCREEN", share)
+        assert np.array_equal(wide.assign(x[:5000]), want), share
+    monkeypatch.undo()
     # Far from the origin: the same as in float64 (the screen is in float32, about the
     # centroids' mean).
     far = Partitioner(None, None, part.centroids + 1000, part.margin, part.max_cells)
