@@ -28,7 +28,8 @@ BLOCK_ROWS = 1 << 14
 #: memory whatever the number of clusters. 3 x 10^6 reads' ~440,000 clusters take two
 #: passes (random clusters, one thread: 2.1 s of CPU, against 3.1 in four passes with 32
 #: MB and 1.4 in one with 128 MB; 10^6 reads' 126,000 one pass, 0.4 s). This runs while
-#: the tasks wait, and at 3 x 10^6 under --memory 2G the run's peak lies elsewhere.
+#: the tasks wait. 3 x 10^6 under --memory 2G peaked at 1,586-1,664 MiB in four runs with
+#: 64 MB, against 1,591-1,652 in three with 32 (bench_scale, docs/scaling-history.md).
 SUM_BYTES = 64 << 20
 
 
