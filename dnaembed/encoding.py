@@ -32,9 +32,6 @@ _DECODE_TABLE = np.frombuffer(ALPHABET.encode() + b"N" * 251, dtype=np.uint8)
 # Complement of each code (A<->T, C<->G); N and padding stay.
 COMPLEMENT_CODE = np.array([3, 2, 1, 0, N_CODE, PAD_CODE], dtype=np.uint8)
 _COMPLEMENT_STR = str.maketrans("ACGTNacgtn", "TGCANtgcan")
-#: The complement of each byte of a packed sequence (A, C, G, T and N; others unchanged).
-COMPLEMENT_ASCII = np.arange(256, dtype=np.uint8)
-COMPLEMENT_ASCII[np.frombuffer(b"ACGTN", np.uint8)] = np.frombuffer(b"TGCAN", np.uint8)
 
 
 def encode_flat(seqs: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -81,12 +78,11 @@ def reverse_segments(
 
 
 def reverse_complement_flat(
-    codes: np.ndarray, lengths: np.ndarray, which: np.ndarray | None = None,
-    complement: np.ndarray = COMPLEMENT_CODE,
+    codes: np.ndarray, lengths: np.ndarray, which: np.ndarray | None = None
 ) -> np.ndarray:
-    """Reverse-complement the sequences of a flat array (all, or those where ``which`` is
-    True): base codes, or with ``complement=COMPLEMENT_ASCII`` packed upper-case bases."""
-    return _map_reversed(codes, lengths, which, complement)
+    """Reverse-complement the sequences of a flat array of base codes (all, or those where
+    ``which`` is True)."""
+    return _map_reversed(codes, lengths, which, COMPLEMENT_CODE)
 
 
 def _map_reversed(values: np.ndarray, lengths: np.ndarray, which: np.ndarray | None,
@@ -95,8 +91,8 @@ def _map_reversed(values: np.ndarray, lengths: np.ndarray, which: np.ndarray | N
 
     A segment reversed is a slice of the whole array reversed (from the mirror of its
     end), so the segments are gathered as rows of equal width (:func:`gather_rows`)
-    rather than mirrored byte by byte through int64 positions: the rounds of
-    partitioned clustering reverse-complement ~10^6 reads at 3 x 10^6.
+    rather than mirrored byte by byte through int64 positions: the simulator reverses
+    about half of the reads it writes.
     """
     lengths = np.asarray(lengths, dtype=np.int64)
     flip = np.ones(len(lengths), dtype=bool) if which is None else np.asarray(which, bool)

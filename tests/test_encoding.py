@@ -1,7 +1,6 @@
 import numpy as np
 
 from dnaembed.encoding import (
-    COMPLEMENT_ASCII,
     PAD_CODE,
     decode_flat,
     encode_flat,
@@ -11,7 +10,6 @@ from dnaembed.encoding import (
     reverse_complement_flat,
     to_padded,
 )
-from dnaembed.io.spill import pack_strings, unpack_strings
 
 
 def test_round_trip_and_lower_case():
@@ -40,20 +38,12 @@ def test_reverse_complement_flat_of_reads_of_any_lengths_matches_one_by_one():
         if trial % 5 == 0 and n:
             lengths[int(rng.integers(0, n))] = 3_000
         seqs = ["".join(rng.choice(list("ACGTN"), int(m))) for m in lengths]
-        data, lengths = pack_strings(seqs)
+        codes, lengths = encode_flat(seqs)
         for which in (None, rng.random(n) < 0.5):
             flip = np.ones(n, bool) if which is None else which
             want = [reverse_complement(s) if f else s for s, f in zip(seqs, flip)]
-            out = reverse_complement_flat(data, lengths, which, COMPLEMENT_ASCII)
-            assert unpack_strings(out, lengths) == want, trial
-
-
-def test_reverse_complement_flat_of_packed_bases():
-    seqs = ["AACGTN", "", "G", "TTGCA", "CCA"]
-    data, lengths = pack_strings(seqs)
-    which = np.array([True, True, False, True, False])
-    out = unpack_strings(reverse_complement_flat(data, lengths, which, COMPLEMENT_ASCII), lengths)
-    assert out == ["NACGTT", "", "G", "TGCAA", "CCA"]
+            out = reverse_complement_flat(codes, lengths, which)
+            assert decode_flat(out, lengths) == want, trial
 
 
 def test_kmer_codes_reverse_complement_as_the_reversed_reads_do():

@@ -20,6 +20,7 @@ from dnaembed.cluster.partition_tasks import QueryTask, query_partition
 from dnaembed.cluster.rounds import NeighbourLists, PairCollector, distinct_pairs
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
+from dnaembed.io.bases import ReadBlock
 from dnaembed.io.spill import SpillArray
 
 BASES = np.array(list("ACGT"))
@@ -54,12 +55,10 @@ def _query_task(rng) -> QueryTask:
     queries = np.concatenate([np.arange(200), np.arange(0, 200, 3)]).astype(np.int64)
     reverse = np.zeros(len(queries), dtype=bool)
     reverse[200:] = True
-    query_seqs = [reverse_complement(reads[u]) if r else reads[u]
-                  for u, r in zip(queries.tolist(), reverse.tolist())]
-    data, lengths = _packed([reads[m] for m in members.tolist()])
-    q_data, q_lengths = _packed(query_seqs)
-    return QueryTask(members, vectors[members].astype(np.float16), data, lengths, queries,
-                     vectors[queries].astype(np.float16), q_data, q_lengths, reverse,
+    return QueryTask(members, vectors[members].astype(np.float16),
+                     ReadBlock(*_packed([reads[m] for m in members.tolist()])), queries,
+                     vectors[queries].astype(np.float16),
+                     ReadBlock(*_packed([reads[u] for u in queries.tolist()])), reverse,
                      Threshold(12, "user", reference_length=60.0), neighbours=6)
 
 

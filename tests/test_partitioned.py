@@ -100,14 +100,15 @@ def test_the_cells_fitted_on_one_thread_or_three_are_the_same():
 
 def test_a_chunk_embedded_without_its_cells_has_the_same_vectors(small_model):
     from dnaembed.cluster.partition_tasks import EmbedTask, embed_chunk
+    from dnaembed.io.bases import ReadBlock
     from dnaembed.io.spill import pack_strings
 
     model = load_model(small_model).model
-    data, lengths = pack_strings(random_seqs(np.random.default_rng(3), 300, 60))
-    sample = embed_chunk(model, EmbedTask(data, lengths)).vectors
+    reads = ReadBlock(*pack_strings(random_seqs(np.random.default_rng(3), 300, 60)))
+    sample = embed_chunk(model, EmbedTask(reads)).vectors
     part = fit_partitioner(sample, cells=4, search_dim=8, margin=0.5, max_cells=2, seed=0)
-    with_cells = embed_chunk(model, EmbedTask(data, lengths, True, part))
-    without = embed_chunk(model, EmbedTask(data, lengths, True, part, cells=False))
+    with_cells = embed_chunk(model, EmbedTask(reads, True, part))
+    without = embed_chunk(model, EmbedTask(reads, True, part, cells=False))
     assert without.cells is None and with_cells.cells.shape == (300, 2)
     assert np.array_equal(with_cells.vectors, without.vectors)
 
@@ -179,6 +180,11 @@ def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
             data, lengths = packed.packed(pick)
             assert data.tobytes() == "".join(seqs[i] for i in pick).encode()
             assert lengths.tolist() == [len(seqs[i]) for i in pick]
+            # As tasks take them (two-bit codes from PackedBases): the same strings.
+            block = packed.block(pick)
+            assert block.two_bit == (store is PackedBases) and len(block) == len(pick)
+            assert block.strings() == [seqs[i] for i in pick]
+            assert packed.block(pick[:0]).strings() == []
             # In bulk from a store, one by one from a list: the same strings.
             units = UnitSequences(packed, np.arange(len(seqs))[::-1].copy())
             flip = rng.integers(0, 2, len(pick)).astype(bool)

@@ -27,7 +27,7 @@ from dnaembed.cluster.graph import _GuardedLinker
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
 from dnaembed.execute import runs_here
-from dnaembed.io.spill import unpack_strings
+from dnaembed.io.bases import ReadBlock
 
 #: Pairs per task (a task takes whole components until it holds this many).
 PAIRS_PER_TASK = 262_144
@@ -39,8 +39,7 @@ class LinkTask:
     their pairs (numbered within ``reads``), parities and checked distances; the guard."""
 
     reads: np.ndarray
-    data: np.ndarray
-    lengths: np.ndarray
+    seqs: ReadBlock
     degree: np.ndarray
     weights: np.ndarray
     lo: np.ndarray
@@ -82,7 +81,7 @@ class _ReverseComplements:
 
 def link_components(task: LinkTask) -> LinkResult:
     """Link the task's pairs in Kruskal order, guarded (as the linker does in one pass)."""
-    seqs = unpack_strings(task.data, task.lengths)
+    seqs = task.seqs.strings()
     linker = _GuardedLinker(seqs, _ReverseComplements(seqs), task.degree, task.weights,
                             task.threshold, task.factor, task.guard)
     pairs = CandidatePairs(task.lo, task.hi, task.parity, np.zeros(len(task.lo), np.float32))
@@ -123,8 +122,7 @@ def link_in_tasks(linker: _GuardedLinker, edges: CandidatePairs, dist: np.ndarra
             pick = by_component[start:stop]
             lo, hi = edges.lo[pick], edges.hi[pick]
             reads = np.union1d(lo, hi)
-            data, lengths = seqs.packed(reads)
-            yield LinkTask(reads, data, lengths, degree[reads], weights[reads],
+            yield LinkTask(reads, seqs.block(reads), degree[reads], weights[reads],
                            np.searchsorted(reads, lo), np.searchsorted(reads, hi),
                            edges.parity[pick], dist[pick], threshold, factor, guard)
 

@@ -37,7 +37,7 @@ from dnaembed.cluster.partition import Partitioner
 from dnaembed.cluster.search import Neighbours, faiss_module
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
-from dnaembed.io.spill import unpack_strings
+from dnaembed.io.bases import ReadBlock
 
 #: Queries of a partition checked at a time (bounds a task's candidate pairs and strings).
 QUERY_CHECK_BLOCK = 2_048
@@ -45,7 +45,7 @@ QUERY_CHECK_BLOCK = 2_048
 
 @dataclass
 class EmbedTask:
-    """Reads to embed (packed bytes and lengths); ``reverse``: embed their reverse complements.
+    """Reads to embed; ``reverse``: embed their reverse complements.
 
     ``partitioner`` None: full vectors (float32), no cells (the partition sample).
     ``cells`` False: vectors in the search space only (the reverse complements of the
@@ -54,8 +54,7 @@ class EmbedTask:
     460,000 reverse complements took 8.5 s of CPU to embed without, 13.0 s with).
     """
 
-    data: np.ndarray
-    lengths: np.ndarray
+    seqs: ReadBlock
     reverse: bool = False
     partitioner: Partitioner | None = None
     precision: str = "auto"
@@ -78,7 +77,7 @@ def embed_chunk(model, task: EmbedTask) -> EmbedResult:
 
     started = time.thread_time()
     set_threads(1)
-    seqs = unpack_strings(task.data, task.lengths)
+    seqs = task.seqs.strings()
     if task.reverse:
         seqs = [reverse_complement(s) for s in seqs]
     stats = EmbedStats()
@@ -105,7 +104,7 @@ class SampleTask:
 
 @dataclass
 class PartitionTask:
-    """One partition: its members (unit ids, increasing), their vectors and reads.
+    """One partition: its members (unit ids, increasing), their vectors and reads (``seqs``).
 
     ``home``: members whose nearest cell this is (their neighbours are searched
     here); ``cut``: pairs over its (length-scaled) cut are dropped;
@@ -114,8 +113,7 @@ class PartitionTask:
 
     members: np.ndarray
     vectors: np.ndarray
-    data: np.ndarray
-    lengths: np.ndarray
+    seqs: ReadBlock
     home: np.ndarray
     cut: Threshold
     neighbours: int
@@ -206,8 +204,8 @@ def sample_neighbours(task: SampleTask) -> SampleNeighbours:
 def search_partition(task: PartitionTask) -> PartitionEdges:
     """Candidates of the home reads among all members, checked exactly (see the module notes)."""
     started = time.thread_time()
-    seqs = unpack_strings(task.data, task.lengths)
-    lengths = task.lengths.astype(np.int64)
+    seqs = task.seqs.strings()
+    lengths = task.seqs.lengths.astype(np.int64)
     home = np.flatnonzero(task.home)
     pairs = candidate_pairs(_nearest_members(task.vectors, home, task.neighbours), rows=home)
     edges, dist = _checked(seqs, None, pairs, lengths, task.cut)
@@ -220,21 +218,20 @@ def search_partition(task: PartitionTask) -> PartitionEdges:
 class QueryTask:
     """Reads from elsewhere searched among one partition's members.
 
-    ``queries``: their unit ids; ``query_vectors``/``query_data``/``query_lengths``:
-    the vectors and sequences searched, oriented (a reverse-complement query's
-    are the reverse complement's); ``reverse``: the query is a reverse
-    complement (its pairs have parity 1; it keeps itself among its candidates,
-    as a forward query does not).
+    ``members``: unit ids, with their vectors and reads (``seqs``); ``queries``: unit
+    ids; ``query_vectors``: the vectors searched, oriented (a reverse-complement
+    query's are the reverse complement's); ``query_seqs``: the queries' reads as
+    read; ``reverse``: the query is a reverse complement (searched and checked
+    as such; its pairs have parity 1; it keeps itself among its candidates, as a
+    forward query does not).
     """
 
     members: np.ndarray
     vectors: np.ndarray
-    data: np.ndarray
-    lengths: np.ndarray
+    seqs: ReadBlock
     queries: np.ndarray
     query_vectors: np.ndarray
-    query_data: np.ndarray
-    query_lengths: np.ndarray
+    query_seqs: ReadBlock
     reverse: np.ndarray
     cut: Threshold
     neighbours: int
@@ -260,8 +257,10 @@ def query_partition(task: QueryTask) -> QueryResult:
     """
     started = time.thread_time()
     found = _search(_index(task.vectors), task.query_vectors, task.neighbours + 1)
-    query_seqs = unpack_strings(task.query_data, task.query_lengths)
-    member_seqs = unpack_strings(task.data, task.lengths)
+    query_seqs = task.query_seqs.strings()
+    for i in np.flatnonzero(task.reverse).tolist():
+        query_seqs[i] = reverse_complement(query_seqs[i])
+    member_seqs = task.seqs.strings()
     parts = [_query_block(task, found, slice(start, start + QUERY_CHECK_BLOCK), query_seqs,
                           member_seqs)
              for start in range(0, len(task.queries), QUERY_CHECK_BLOCK)]
@@ -314,7 +313,7 @@ def _check_queries(task: QueryTask, rows: slice, unit: np.ndarray, dist: np.ndar
     pairs = CandidatePairs(*(np.concatenate([getattr(p, f) for p in parts])
                              for f in ("lo", "hi", "parity", "embedded")))
     seqs = query_seqs[rows] + member_seqs
-    lengths = np.concatenate([task.query_lengths[rows], task.lengths]).astype(np.int64)
+    lengths = np.concatenate([task.query_seqs.lengths[rows], task.seqs.lengths]).astype(np.int64)
     edges, d = _checked(seqs, seqs, pairs, lengths, task.cut)
     query_unit = queries[edges.lo]
     member_unit = task.members[edges.hi - q]

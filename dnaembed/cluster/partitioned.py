@@ -276,9 +276,8 @@ class _Run:
 
         def tasks():
             for start in range(0, len(units), size):
-                data, lengths = self.units.seqs.packed(units[start : start + size])
-                yield EmbedTask(data, lengths, reverse, partitioner, self.precision,
-                                self.batch_size, cells)
+                yield EmbedTask(self.units.seqs.block(units[start : start + size]), reverse,
+                                partitioner, self.precision, self.batch_size, cells)
 
         yield from self.runner.map(embed_chunk, tasks(), shared=self.model, desc=desc,
                                    unit="chunk")
@@ -374,10 +373,9 @@ class _Run:
 
         def tasks():
             for cell, members in enumerate(self.members):
-                data, lengths = self.units.seqs.packed(members)
                 home = self.home[members] == cell
-                yield PartitionTask(members, self.vectors.take(members), data, lengths, home,
-                                    cut, self.neighbours)
+                yield PartitionTask(members, self.vectors.take(members),
+                                    self.units.seqs.block(members), home, cut, self.neighbours)
 
         # Every partition's pairs are held until all are in: packed as they arrive.
         longest = int(self.units.lengths.max(initial=0))

@@ -26,7 +26,6 @@ from dnaembed.cluster.centres import cluster_centres
 from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_cells
 from dnaembed.cluster.partition_tasks import ListTask, QueryTask, list_partition, query_partition
 from dnaembed.cluster.threshold import Threshold
-from dnaembed.encoding import COMPLEMENT_ASCII, reverse_complement_flat
 from dnaembed.io.spill import SpillArray, trim_memory
 from dnaembed.log import logger
 
@@ -321,12 +320,12 @@ class RepresentativeRounds:
                 if len(rows) == 0 or len(cell_rows) == 0:
                     continue
                 cell_members = reps[cell_rows]
-                data, lengths = run.units.seqs.packed(cell_members)
-                q_data, q_lengths = _oriented(run, queries.unit[rows], queries.reverse[rows])
-                yield QueryTask(cell_members, self.centres.take(cell_rows), data, lengths,
-                                queries.unit[rows], self._query_vectors(queries, rows), q_data,
-                                q_lengths, queries.reverse[rows], self.threshold,
-                                run.neighbours)
+                seqs = run.units.seqs
+                yield QueryTask(cell_members, self.centres.take(cell_rows),
+                                seqs.block(cell_members), queries.unit[rows],
+                                self._query_vectors(queries, rows),
+                                seqs.block(queries.unit[rows]), queries.reverse[rows],
+                                self.threshold, run.neighbours)
 
         out = {"lo": [], "hi": [], "parity": [], "dist": []}
         for result in run.runner.map(query_partition, tasks(), desc="searching representatives",
@@ -417,14 +416,6 @@ def pieces(weights: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=bool)
     limit = max(PIECE_MIN_READS, PIECE_FRACTION * float(np.median(weights)))
     return weights <= limit
-
-
-def _oriented(run, units: np.ndarray, reverse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Packed sequences of units, the flagged ones reverse-complemented."""
-    data, lengths = run.units.seqs.packed(units)
-    if not reverse.any():
-        return data, lengths
-    return reverse_complement_flat(data, lengths, reverse, COMPLEMENT_ASCII), lengths
 
 
 def distinct_pairs(lo: np.ndarray, hi: np.ndarray, parity: np.ndarray, dist: np.ndarray, *,

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnaembed.encoding import reverse_complement
-from dnaembed.io.spill import PackedStrings
+from dnaembed.io.bases import ReadBlock
+from dnaembed.io.spill import StringStore
 
 
 class UnitSequences:
     """The sequence of each unit (``rows[u]`` of ``store``), or its reverse complement."""
 
-    def __init__(self, store: PackedStrings, rows: np.ndarray, *, reverse: bool = False) -> None:
+    def __init__(self, store: StringStore, rows: np.ndarray, *, reverse: bool = False) -> None:
         self.store, self.rows, self.reverse = store, rows, reverse
 
     def __len__(self) -> int:
@@ -35,9 +36,9 @@ class UnitSequences:
         seqs = self.store.take(self.rows[units])
         return [reverse_complement(s) for s in seqs] if self.reverse else seqs
 
-    def packed(self, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """As :meth:`PackedStrings.packed` (forward sequences only)."""
-        return self.store.packed(self.rows[units])
+    def block(self, units: np.ndarray) -> ReadBlock:
+        """The units' reads as a task takes them (forward sequences only)."""
+        return self.store.block(self.rows[units])
 
     def __iter__(self) -> Iterator[str]:
         step = 1 << 16

@@ -9,17 +9,25 @@ so that the sequences of 3 x 10^6 reads of 150 nt take 114 MB and may stay
 in memory where 450 MB could not. A read with any other base (N) is kept
 whole, aside, in a :class:`~dnaembed.io.spill.PackedStrings`. It reads back
 as that store does: :meth:`~PackedBases.packed`, ``take``, ``store[i]``.
+
+Tasks take their reads as a :class:`ReadBlock`, in the store's own form: from
+this store, the two-bit codes, decoded where the task runs. On Dask that is a
+third fewer bytes to the workers: 1,333 MB against 2,072 at 10^6 reads under
+``--memory 2G`` (two workers, 79.7 s against 81.0, one run each). In one process
+it moves work, not saves it: at 3 x 10^6 reads under 2G the client's thread
+spent ~4.7 s less CPU and the tasks ~4.3 s more (249.3 s against 248.6).
 """
 
 from __future__ import annotations
 
 import binascii
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from dnaembed.io.spill import PackedStrings, SpillArray, StringStore
+from dnaembed.io.spill import PackedStrings, SpillArray, StringStore, unpack_strings
 
 _BASES = b"ACGT"
 #: Each byte's two-bit code (as a byte); 4 for any but A, C, G, T.
@@ -60,7 +68,7 @@ def unpack_one(codes: bytes | bytearray, length: int) -> str:
 
 def unpack_bases(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Bytes (ASCII) of reads of ``lengths`` from their joined two-bit form."""
-    bases = _DECODE[codes].view(np.uint8)
+    bases = np.take(_DECODE, codes).view(np.uint8)  # take: half the time of codes as an index
     padding = -lengths & 3
     if not padding.any():
         return bases
@@ -69,6 +77,45 @@ def unpack_bases(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     for k in (1, 2, 3):
         keep[ends[padding >= k] - k] = False
     return bases[keep]
+
+
+def _padded_sizes(lengths: np.ndarray) -> np.ndarray:
+    """Bytes of each read's two-bit form (padded to a multiple of four bases)."""
+    return (lengths.astype(np.int64) + 3) >> 2
+
+
+@dataclass
+class ReadBlock:
+    """Reads as a task carries them, in their store's form: one byte per base, back to
+    back (``two_bit`` False); or their two-bit codes, each read from a byte boundary
+    (:class:`PackedBases`), with the reads holding another base (positions ``whole``)
+    one byte per base in ``whole_data`` instead. :meth:`strings` decodes them."""
+
+    data: np.ndarray
+    lengths: np.ndarray
+    two_bit: bool = False
+    whole: np.ndarray | None = None
+    whole_data: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def strings(self) -> list[str]:
+        """The reads, in order, as strings."""
+        if not self.two_bit:
+            return unpack_strings(self.data, self.lengths)
+        sizes = _padded_sizes(self.lengths)
+        if self.whole is not None:
+            sizes[self.whole] = 0
+        # Four bases per byte, padding and all: each read is sliced from its first base.
+        text = np.take(_DECODE, self.data).tobytes().decode("ascii")
+        starts = (4 * (np.cumsum(sizes) - sizes)).tolist()
+        out = [text[a : a + n] for a, n in zip(starts, self.lengths.tolist())]
+        if self.whole is not None and len(self.whole):
+            whole = unpack_strings(self.whole_data, self.lengths[self.whole])
+            for i, seq in zip(self.whole.tolist(), whole):
+                out[i] = seq
+        return out
 
 
 def _is_acgt(seq: str) -> bool:
@@ -127,7 +174,7 @@ class PackedBases(StringStore):
         if self._other_rows:
             self.other_rows = np.concatenate(self._other_rows)
         self._other_rows = []
-        sizes = (self.lengths.astype(np.int64) + 3) >> 2
+        sizes = _padded_sizes(self.lengths)
         sizes[self.other_rows] = 0
         self.offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
         np.cumsum(sizes, out=self.offsets[1:])
@@ -146,14 +193,20 @@ class PackedBases(StringStore):
         hit = self.other_rows[np.minimum(aside, len(self.other_rows) - 1)] == rows
         return np.flatnonzero(hit), aside[hit]
 
+    def _codes_of(self, rows: np.ndarray) -> np.ndarray:
+        """The two-bit codes of ``rows``, joined (none for a read kept whole)."""
+        if len(rows) == 0:
+            return np.zeros(0, np.uint8)
+        starts = self.offsets[rows]
+        return self._codes.gather(starts, self.offsets[rows + 1] - starts)
+
     def packed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(bytes, lengths)`` of the given rows, in that order, one byte per base."""
         rows = np.asarray(rows, dtype=np.int64)
         lengths = self.lengths[rows]
         if len(rows) == 0:
             return np.zeros(0, np.uint8), lengths
-        starts = self.offsets[rows]
-        codes = self._codes.gather(starts, self.offsets[rows + 1] - starts)
+        codes = self._codes_of(rows)
         at, aside = self._others_among(rows)
         if len(at) == 0:
             return unpack_bases(codes, lengths), lengths
@@ -164,6 +217,14 @@ class PackedBases(StringStore):
         out[~in_whole] = unpack_bases(codes, np.where(whole, 0, lengths))
         out[in_whole] = self._other.packed(aside)[0]
         return out, lengths
+
+    def block(self, rows: np.ndarray) -> ReadBlock:
+        """The given rows as a task takes them: their codes, not decoded (see the notes)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        at, aside = self._others_among(rows)
+        whole_data = self._other.packed(aside)[0] if len(at) else None
+        return ReadBlock(self._codes_of(rows), self.lengths[rows], True,
+                         at if len(at) else None, whole_data)
 
     def __getitem__(self, row: int) -> str:
         if len(self.other_rows):

@@ -275,6 +275,13 @@ class StringStore:
     def packed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
+    def block(self, rows: np.ndarray):
+        """The given rows as a task takes them (a :class:`~dnaembed.io.bases.ReadBlock`):
+        here, one byte per base."""
+        from dnaembed.io.bases import ReadBlock  # bases builds on this module
+
+        return ReadBlock(*self.packed(rows))
+
     def take(self, rows: np.ndarray) -> list[str]:
         """The given rows as strings."""
         data, lengths = self.packed(rows)
