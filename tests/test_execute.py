@@ -219,6 +219,7 @@ def test_small_link_and_rescue_tasks_on_the_local_cluster_give_the_one_process_r
         expected = cluster_with(inline, sim, model)
     for module, name, size in ((link_tasks, "PAIRS_PER_TASK", 200),
                                (kmer_tasks, "RANGE_TARGETS", 40),
+                               (kmer_tasks, "TARGETS_PER_QUERY", 0),
                                (rescue_tasks, "PROFILES_PER_TASK", 8),
                                (rescue_tasks, "READS_PER_TASK", 4)):
         monkeypatch.setattr(module, name, size)

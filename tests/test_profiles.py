@@ -184,23 +184,31 @@ def test_group_numbers_must_keep_a_groups_targets_together():
         KmerIndex(["ACGTACGT"] * 3, both=True, k=4, groups=np.array([0, 1]))
 
 
-@pytest.mark.parametrize(("range_targets", "threads"), [(5, 2), (17, 1), (10_000, 2)])
-def test_the_search_in_tasks_is_the_search_in_one_pass(range_targets, threads, monkeypatch):
-    # Ranges of a few targets, cut between groups (one group larger than a range), on one
-    # thread or two: the counts and the votes of the ranges add up to the one-pass search,
-    # which matches a direct count at the cut the counts chose.
+@pytest.mark.parametrize(("range_targets", "per_query", "query_block", "threads"),
+                         [(5, 0, 1_000, 2), (17, 0, 7, 1), (10_000, 0, 1_000, 2), (1, 1, 20, 2)])
+def test_the_search_in_tasks_is_the_search_in_one_pass(range_targets, per_query, query_block,
+                                                       threads, monkeypatch):
+    # Ranges of a few targets, cut between groups (one group larger than a range), or of
+    # a target per query of a block; the queries in blocks or not; on one thread or two:
+    # the counts and the votes of the ranges add up to the one-pass search, which matches
+    # a direct count at the cut the counts chose.
     from dnaembed.cluster import kmer_tasks
     from dnaembed.execute.inline import InlineExecutor
 
     monkeypatch.setattr(kmer_tasks, "RANGE_TARGETS", range_targets)
+    monkeypatch.setattr(kmer_tasks, "TARGETS_PER_QUERY", per_query)
     groups, targets, queries = _random_groups(np.random.default_rng(10), 60, (7, 12), 50)
     one_pass = KmerIndex(targets, both=True, k=4, groups=groups)
     want = one_pass.candidates(queries, 5, min_votes=2)
+    monkeypatch.setattr(kmers_module, "QUERY_BLOCK", query_block)
     index = KmerIndex(targets, both=True, k=4, groups=groups)
+    q = len(queries)
+    ranges = len(list(index.ranges(max(range_targets, per_query * min(q, query_block)))))
+    assert ranges > 2 or range_targets > len(targets)
     with InlineExecutor(threads) as runner:
         runner.shares_interpreter = False  # as tasks, as worker processes get them
         got = kmer_tasks.search_in_tasks(index, queries, 5, runner, min_votes=2)
-        assert runner.traffic.tasks == 2 * len(list(index.ranges(range_targets)))
+        assert runner.traffic.tasks == ranges * (1 + -(-q // query_block))
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     assert index.cut == one_pass.cut > MAX_TARGETS_PER_KMER
     direct = _brute_force_groups(targets, groups.tolist(), queries, 4, index.cut, 5,

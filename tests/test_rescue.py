@@ -145,8 +145,11 @@ def test_the_rescue_in_small_tasks_on_two_threads_is_the_rescue_here(monkeypatch
     strands, clusters, _, extra = _truncated_set(np.random.default_rng(7), 80, 40)
     whole: list = []
     want, n = _rescue(clusters, extra, details=whole)
-    for name, size in (("RANGE_TARGETS", 7), ("PROFILES_PER_TASK", 5), ("READS_PER_TASK", 3)):
-        monkeypatch.setattr(kmer_tasks if name == "RANGE_TARGETS" else rescue_tasks, name, size)
+    for module, name, size in ((kmer_tasks, "RANGE_TARGETS", 7),
+                               (kmer_tasks, "TARGETS_PER_QUERY", 0),
+                               (rescue_tasks, "PROFILES_PER_TASK", 5),
+                               (rescue_tasks, "READS_PER_TASK", 3)):
+        monkeypatch.setattr(module, name, size)
     tasks: list = []
     with InlineExecutor(2) as runner:
         # As tasks, the way a runner of worker processes gets them (the same plain data).

@@ -5,13 +5,22 @@ the queries' k-mers (the cut on shared k-mers needs every target's), once to vot
 Both passes split by ranges of the targets: the counts of disjoint ranges add up, and
 the top targets of a union of ranges are the top of each range's top
 (:meth:`~dnaembed.cluster.kmers.TopTargets.merge_top`). So each range is a task, in
-each pass, and the result is the one-pass search's whatever runs the tasks. Ranges
-hold :data:`RANGE_TARGETS` targets (cut between groups), not one per worker: the tasks
-depend on the targets alone.
+each pass, and the result is the one-pass search's whatever runs the tasks. The
+counting pass takes the set of the queries' k-mers (one bit per possible k-mer); the
+vote pass splits the queries too, into blocks of
+:data:`~dnaembed.cluster.kmers.QUERY_BLOCK` as the one-pass search does, a task per
+block and range. Ranges hold :data:`RANGE_TARGETS` targets, or
+:data:`TARGETS_PER_QUERY` per query of a block where that is more (cut between
+groups), not one per worker: the tasks depend on the targets and queries alone.
 
 Why: the rescue searches every cluster's central reads, which grow with the input;
 in one process the search was a serial stage of the partitioned pipeline (at 10^6
-reads ~10 s, while the workers waited).
+reads ~10 s, while the workers waited). Why ranges that grow with the queries: each
+vote task builds its block's table of k-mers and codes the range's targets, so with
+ranges of a fixed size the tables alone would cost queries x targets / range, growing
+with the square of the input; a range of a few targets per query keeps them a small
+share of the votes (at 10^6 reads, 7,000 queries: a table ~0.1 s, a range's votes ~0.5
+s), and sends the queries to fewer tasks.
 """
 
 from __future__ import annotations
@@ -21,28 +30,33 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dnaembed.cluster import kmers
 from dnaembed.cluster.kmers import KmerIndex, TopTargets
 from dnaembed.execute import runs_here
 from dnaembed.io.spill import pack_strings, strings_of, unpack_strings
 
-#: Targets per task (a range of the targets, cut between groups).
+#: Targets per task at least (a range of the targets, cut between groups).
 RANGE_TARGETS = 32_768
+#: Targets per task at least, per query of a block (see the module notes).
+TARGETS_PER_QUERY = 4
 
 
 @dataclass
 class KmerRangeTask:
     """One range of the targets (packed, with their group numbers from 0, or None) and the
-    queries; ``common``: the codes of the k-mers left out (the vote pass), or None (the
-    counting pass)."""
+    queries' k-mers: for the counting pass, which of them the queries hold (``wanted``,
+    one bit per possible k-mer, :func:`numpy.packbits`); for the vote pass, a block of
+    the queries (packed) and ``common``, the codes of the k-mers left out."""
 
     data: np.ndarray
     lengths: np.ndarray
     groups: np.ndarray | None
-    query_data: np.ndarray
-    query_lengths: np.ndarray
     k: int
     both: bool
     top: int
+    wanted: np.ndarray | None = None
+    query_data: np.ndarray | None = None
+    query_lengths: np.ndarray | None = None
     common: np.ndarray | None = None
 
     def index(self) -> KmerIndex:
@@ -61,18 +75,23 @@ class RangeCounts:
 
 def count_range(task: KmerRangeTask) -> RangeCounts:
     """The counting pass over one range: how many of its targets hold each query k-mer."""
-    index = task.index()
-    held = index.held_by(index.wanted(task.queries()))
+    wanted = np.unpackbits(task.wanted, count=4**task.k).view(bool)
+    held = task.index().held_by(wanted)
     codes = np.flatnonzero(held)
     return RangeCounts(codes, held[codes])
 
 
 def vote_range(task: KmerRangeTask) -> TopTargets:
-    """The vote pass over one range: each query's top targets in it (numbered from 0)."""
-    index = task.index()
+    """The vote pass over one range, for one block of queries: each query's top targets
+    in the range (numbered from 0)."""
     common = np.zeros(4**task.k, dtype=bool)
     common[task.common] = True
-    return index.top_targets(task.queries(), task.top, common)
+    return task.index().top_targets(task.queries(), task.top, common)
+
+
+def range_size(queries: int) -> int:
+    """Targets per range for a search of ``queries`` queries (see the module notes)."""
+    return max(RANGE_TARGETS, TARGETS_PER_QUERY * min(queries, kmers.QUERY_BLOCK))
 
 
 def search_in_tasks(index: KmerIndex, queries: Sequence[str], top: int, runner, *,
@@ -85,32 +104,47 @@ def search_in_tasks(index: KmerIndex, queries: Sequence[str], top: int, runner, 
     queries = list(queries)
     if runs_here(runner):
         return index.candidates(queries, top, min_votes=min_votes, runner=runner)
-    best = TopTargets(len(queries), top)
     if len(queries) == 0 or len(index.targets) == 0:
-        return best.result(min_votes)
-    ranges = list(index.ranges(RANGE_TARGETS))
-    query_data, query_lengths = pack_strings(queries)
+        return TopTargets(len(queries), top).result(min_votes)
+    ranges = list(index.ranges(range_size(len(queries))))
     packed: list[tuple[np.ndarray, np.ndarray]] = []  # each range's targets, for both passes
 
-    def tasks(common: np.ndarray | None):
-        for i, (start, end) in enumerate(ranges):
-            if i == len(packed):
-                packed.append(pack_strings(strings_of(index.targets, np.arange(start, end))))
-            groups = None
-            if index.groups is not None:
-                groups = index.groups[start:end] - index.groups[start]
-            yield KmerRangeTask(*packed[i], groups, query_data, query_lengths, index.k,
-                                index.both, top, common)
+    def targets(i: int) -> tuple:
+        """Range ``i``'s packed targets and group numbers (from 0)."""
+        start, end = ranges[i]
+        if i == len(packed):
+            packed.append(pack_strings(strings_of(index.targets, np.arange(start, end))))
+        groups = None if index.groups is None else index.groups[start:end] - index.groups[start]
+        return (*packed[i], groups, index.k, index.both, top)
 
     wanted = index.wanted(queries)
+    bits = np.packbits(wanted)
     held_by = np.zeros(4**index.k, dtype=np.int32)
-    for counts in runner.map(count_range, tasks(None), desc="counting k-mers", unit="range"):
+    counting = (KmerRangeTask(*targets(i), wanted=bits) for i in range(len(ranges)))
+    for counts in runner.map(count_range, counting, desc="counting k-mers", unit="range"):
         held_by[counts.codes] += counts.counts
     common = np.flatnonzero(index.common_of(held_by, wanted))
-    del held_by, wanted
-    votes = runner.map(vote_range, tasks(common), desc="k-mer votes", unit="range")
-    for (start, end), found in zip(ranges, votes):
+    del held_by, wanted, bits
+    return _votes(index, queries, top, ranges, targets, common, runner).result(min_votes)
+
+
+def _votes(index: KmerIndex, queries: list[str], top: int, ranges: list[tuple[int, int]],
+           targets, common: np.ndarray, runner) -> TopTargets:
+    """The vote pass: a task per range and block of queries (``targets(i)``: the fields of
+    range ``i``'s tasks), each block's tops merged range after range."""
+    starts = range(0, len(queries), kmers.QUERY_BLOCK)
+    blocks = [pack_strings(queries[s : s + kmers.QUERY_BLOCK]) for s in starts]
+    voting = (KmerRangeTask(*targets(i), query_data=data, query_lengths=lengths,
+                            common=common)
+              for i in range(len(ranges)) for data, lengths in blocks)
+    order = [(start, end, b) for start, end in ranges for b in range(len(blocks))]
+    best = [TopTargets(len(lengths), top) for _, lengths in blocks]
+    found = runner.map(vote_range, voting, desc="k-mer votes", unit="task")
+    for (start, end, b), block_top in zip(order, found, strict=True):
         first = start if index.groups is None else int(index.groups[start])
         m = end - start if index.groups is None else int(index.groups[end - 1]) + 1 - first
-        best.merge_top(found, first, m)
-    return best.result(min_votes)
+        best[b].merge_top(block_top, first, m)
+    out = TopTargets(len(queries), top)
+    for start, block in zip(starts, best):
+        out.put(slice(start, start + len(block.votes)), block)
+    return out
