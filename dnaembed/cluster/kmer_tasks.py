@@ -19,8 +19,8 @@ reads ~10 s, while the workers waited). Why ranges that grow with the queries: e
 vote task builds its block's table of k-mers and codes the range's targets, so with
 ranges of a fixed size the tables alone would cost queries x targets / range, growing
 with the square of the input; a range of a few targets per query keeps them a small
-share of the votes (at 10^6 reads, 7,000 queries: a table ~0.1 s, a range's votes ~0.5
-s), and sends the queries to fewer tasks.
+share of the votes (at 10^6 reads, 7,000 queries: a table 0.10 s, a range's vote task
+0.59 s, one thread), and sends the queries to fewer tasks.
 """
 
 from __future__ import annotations

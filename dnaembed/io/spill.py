@@ -22,11 +22,15 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dnaembed.arrays import gather_rows
 from dnaembed.errors import DnaembedError
+
+if TYPE_CHECKING:  # bases builds on this module
+    from dnaembed.io.bases import ReadBlock
 
 
 class SpillDir:
@@ -275,7 +279,7 @@ class StringStore:
     def packed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
-    def block(self, rows: np.ndarray):
+    def block(self, rows: np.ndarray) -> ReadBlock:
         """The given rows as a task takes them (a :class:`~dnaembed.io.bases.ReadBlock`):
         here, one byte per base."""
         from dnaembed.io.bases import ReadBlock  # bases builds on this module
