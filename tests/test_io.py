@@ -220,7 +220,7 @@ def test_tables_and_json_compressed_by_name(tmp_path):
 def test_gathered_rows_are_the_slices_joined(width):
     # Rows of mixed lengths (empty ones too), in any order and repeated, some ending at the
     # buffer's last byte (shifted back into a full-width window), some of the widest length.
-    from dnaembed.arrays import gather_rows
+    from dnaembed.arrays import gather_padded, gather_rows
 
     rng = np.random.default_rng(width)
     buffer = rng.integers(0, 256, 5 * width, dtype=np.uint8)
@@ -234,3 +234,14 @@ def test_gathered_rows_are_the_slices_joined(width):
         starts[ends_last] = len(buffer) - lengths[ends_last]
         want = b"".join(buffer[s : s + m].tobytes() for s, m in zip(starts, lengths))
         assert gather_rows(buffer, starts, lengths).tobytes() == want
+        # As rows of one width: each row's own bytes first.
+        padded = gather_padded(buffer, starts, lengths)
+        if width * n > 2 * lengths.sum():  # GATHER_SLACK: mostly empty rows
+            assert padded is None
+            continue
+        assert padded.shape == (n, width)
+        assert [bytes(row[:m]) for row, m in zip(padded, lengths)] == [
+            buffer[s : s + m].tobytes() for s, m in zip(starts, lengths)]
+    # Rows far wider than most: not as rows of one width.
+    assert gather_padded(buffer, np.array([0, 1, 2]), np.array([width, 1, 1])) is None
+    assert gather_padded(buffer, np.zeros(0, np.int64), np.zeros(0, np.int64)) is None

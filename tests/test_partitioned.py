@@ -197,6 +197,35 @@ def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
     assert not directory.exists()
 
 
+def test_reads_of_similar_lengths_go_to_tasks_as_rows_of_one_width(tmp_path):
+    # Reads of 130-163 nt with a few N reads (kept whole by PackedBases), the last ones at
+    # the end of the store: tasks get rows of one width, and the same strings. A read far
+    # longer than the rest makes the rows too wide: joined instead, the same strings.
+    rng = np.random.default_rng(8)
+    seqs = ["".join(rng.choice(list("ACGT" if i % 50 else "ACGTN"), n))
+            for i, n in enumerate(rng.integers(130, 164, 400))]
+    with SpillDir(tmp_path) as spill:
+        for store, spill_to in itertools.product((PackedStrings, PackedBases),
+                                                 (None, spill.new_file("seqs"))):
+            packed = store(spill_to=spill_to)
+            packed.append(seqs)
+            packed.finish()
+            pick = np.concatenate([rng.integers(0, len(seqs), 200), [len(seqs) - 1]])
+            block = packed.block(pick)
+            longest = max(len(seqs[i]) for i in pick)
+            assert block.width == (longest if store is PackedStrings else (longest + 3) // 4)
+            assert len(block.data) == block.width * len(pick)
+            assert block.strings() == [seqs[i] for i in pick]
+            assert packed.take(pick) == [seqs[i] for i in pick]
+            packed.close()
+        packed = PackedStrings()
+        packed.append([*seqs[:10], "ACGT" * 200])
+        packed.finish()
+        block = packed.block(np.arange(11))
+        assert block.width == 0 and block.strings() == [*seqs[:10], "ACGT" * 200]
+        packed.close()
+
+
 @pytest.mark.parametrize("two_bit", [False, True])
 def test_reads_kept_in_memory_while_streaming_are_spilled_when_the_plan_says(tmp_path, write,
                                                                              two_bit):

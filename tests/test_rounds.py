@@ -13,7 +13,10 @@ from dnaembed.cluster.partition_tasks import ListTask, list_partition
 from dnaembed.cluster.rounds import PIECE_MIN_READS, nearest_of_lists, pieces, rounds_over
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.cluster.unionfind import ParityUnionFind
+from dnaembed.cluster.units import UnitSequences
 from dnaembed.encoding import reverse_complement
+from dnaembed.io.bases import PackedBases
+from dnaembed.io.spill import PackedStrings
 
 
 def test_linker_clusters_are_its_roots_representatives_and_reads():
@@ -72,9 +75,11 @@ def test_rounds_stop_after_too_few_merges_or_when_the_next_is_expected_to_merge_
 
 
 @pytest.mark.parametrize("block", [1, 7, 1000])
-def test_pairs_dropped_a_block_at_a_time_link_as_one_by_one(monkeypatch, block):
+@pytest.mark.parametrize("store", [None, PackedStrings, PackedBases])
+def test_pairs_dropped_a_block_at_a_time_link_as_one_by_one(monkeypatch, block, store):
     # Strands of a few reads each, pairs within and between (some refused by the guard):
-    # dropping the pairs whose reads already share a root must change nothing.
+    # dropping the pairs whose reads already share a root must change nothing. From a
+    # read store, the reads the guard compares are fetched a block at a time: the same.
     rng = np.random.default_rng(1)
     seqs = [_mutated(rng, "".join(rng.choice(list("ACGT"), 60)), 0) for _ in range(12)]
     reads = [_mutated(rng, seqs[i // 5], 3) for i in range(60)]
@@ -87,23 +92,38 @@ def test_pairs_dropped_a_block_at_a_time_link_as_one_by_one(monkeypatch, block):
     edges = CandidatePairs(lo, hi, parity, np.zeros(len(lo), np.float32))
     weights = rng.integers(1, 3, len(reads)).astype(np.float64)
     degree = rng.random(len(reads))
+    stored = reads
+    if store is not None:
+        packed = store()
+        packed.append(reads[::-1])
+        packed.finish()
+        stored = UnitSequences(packed, np.arange(len(reads))[::-1].copy())
+        assert stored.take(np.arange(len(reads))) == reads
 
-    def linker():
-        return _GuardedLinker(reads, rc, degree, weights,
+    def linker(seqs, rc_seqs):
+        return _GuardedLinker(seqs, rc_seqs, degree, weights,
                               Threshold(max_dist=8, source="user", reference_length=60), 2.0,
                               guard=True)
 
     monkeypatch.setattr(graph, "LINK_BLOCK", block)
-    in_blocks = linker()
+    in_blocks = linker(stored, stored.reversed() if store is not None else rc)
     in_blocks.link(edges, dist)
-    one_by_one = linker()
+    one_by_one = linker(reads, rc)
     order = np.lexsort((hi, lo, dist))
-    one_by_one._link_in_order(lo[order].tolist(), hi[order].tolist(), parity[order].tolist())
+    one_by_one._link_in_order(lo[order].tolist(), hi[order].tolist(), parity[order].tolist(),
+                              {})
     assert in_blocks.refusals > 0 and in_blocks.merges > 10
     assert (in_blocks.merges, in_blocks.refusals) == (one_by_one.merges, one_by_one.refusals)
     for a, b in zip(in_blocks.uf.labels(), one_by_one.uf.labels()):
         assert np.array_equal(a, b)
     assert list(in_blocks.rep) == list(one_by_one.rep)
+    # What a block fetches: the representatives of its pairs' clusters, their reads.
+    roots = in_blocks.uf.roots
+    fetched = in_blocks._representatives(roots(lo), roots(hi), lo, hi)
+    assert (len(fetched) > 0) == (store is not None)
+    assert all(stored[read] == seq for read, seq in fetched.items())
+    assert set(fetched) <= set(np.frombuffer(in_blocks.rep, np.int32)[roots(lo)].tolist()
+                               + np.frombuffer(in_blocks.rep, np.int32)[roots(hi)].tolist())
 
 
 def test_union_find_labels_are_what_find_says_of_each_element():

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dnaembed.arrays import gather_rows
+from dnaembed.arrays import gather_padded, gather_rows
 from dnaembed.errors import DnaembedError
 
 if TYPE_CHECKING:  # bases builds on this module
@@ -210,6 +210,14 @@ class SpillArray:
         self.release()
         return data
 
+    def gather_padded(self, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray | None:
+        """Rows ``start : start + size`` of a 1-D array as rows of one width
+        (:func:`~dnaembed.arrays.gather_padded`; None where that does not suit them), then
+        a spilled file's pages given back."""
+        block = gather_padded(self.view(), starts, sizes)
+        self.release()
+        return block
+
     def row_bytes(self, start: int, stop: int) -> bytes | bytearray:
         """Rows ``start:stop`` as bytes: :meth:`take` for one string at a time, without
         the array copies (the linker and the exact checks ask for millions). Sliced from
@@ -287,7 +295,9 @@ class StringStore:
         return ReadBlock(*self.packed(rows))
 
     def take(self, rows: np.ndarray) -> list[str]:
-        """The given rows as strings."""
+        """The given rows as strings (through :meth:`block` where each character is a byte)."""
+        if self.encoding == "ascii":
+            return self.block(rows).strings()
         data, lengths = self.packed(rows)
         return unpack_strings(data, lengths, self.encoding)
 
@@ -353,6 +363,19 @@ class PackedStrings(StringStore):
         if len(rows) == 0:
             return np.zeros(0, np.uint8), lengths
         return self._bytes.gather(self.offsets[rows], lengths), lengths
+
+    def block(self, rows: np.ndarray) -> ReadBlock:
+        """The given rows as a task takes them: one byte per base, as rows of one width
+        where they are of similar lengths (see :class:`~dnaembed.io.bases.ReadBlock`)."""
+        from dnaembed.io.bases import ReadBlock  # bases builds on this module
+
+        rows = np.asarray(rows, dtype=np.int64)
+        lengths = self.lengths[rows]
+        if self.encoding == "ascii" and len(rows):
+            padded = self._bytes.gather_padded(self.offsets[rows], lengths)
+            if padded is not None:
+                return ReadBlock(padded.reshape(-1), lengths, width=padded.shape[1])
+        return ReadBlock(*self.packed(rows))
 
     def __getitem__(self, row: int) -> str:
         offsets = self.offsets
