@@ -281,3 +281,30 @@ def test_candidate_pairs_of_large_read_numbers_in_int32_are_not_wrapped():
     pairs = candidate_pairs(Neighbours(np.ones((2, 2), np.float32), indices), rows=rows)
     assert sorted(zip(pairs.lo.tolist(), pairs.hi.tolist())) == [
         (5, 999_000), (7, 999_000), (998_999, 999_000)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_assembled_labels_follow_their_definition(seed):
+    # Raw group labels of any values, centralities with ties (and -inf), weights: each
+    # group's representative is its most central read (ties: the earliest); ids go by
+    # decreasing weight (ties: the group whose first read comes first); orientations
+    # are relative to the representative.
+    from dnaembed.cluster.labels import assemble
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 200))
+    groups = rng.integers(0, n // 3 + 1, n) * 7 + 3
+    centrality = np.round(rng.random(n) * 3)
+    centrality[rng.random(n) < 0.1] = -np.inf
+    parity = rng.integers(0, 2, n)
+    weights = rng.integers(1, 4, n).astype(np.float64)
+    labels, orient, reps = assemble(groups, parity, centrality, weights)
+    members = {int(g): np.flatnonzero(groups == g).tolist() for g in np.unique(groups)}
+    by_rank = sorted(members, key=lambda g: (-weights[members[g]].sum(), members[g][0]))
+    assert len(reps) == len(members)
+    for new_id, g in enumerate(by_rank):
+        reads = members[g]
+        rep = min(reads, key=lambda i: (-centrality[i], i))
+        assert reps[new_id] == rep
+        assert (labels[reads] == new_id).all()
+        assert orient[reads].tolist() == [parity[i] ^ parity[rep] for i in reads]

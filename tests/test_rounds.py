@@ -126,6 +126,39 @@ def test_pairs_dropped_a_block_at_a_time_link_as_one_by_one(monkeypatch, block, 
                                + np.frombuffer(in_blocks.rep, np.int32)[roots(hi)].tolist())
 
 
+def test_nearest_of_lists_sorts_each_query_by_distance_then_unit():
+    # Lists with many equal distances, missing entries, zeros of either sign and negative
+    # distances (rounding), a query in several lists and one in none: each query's k
+    # nearest of all its entries, by distance then unit.
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(4)
+    count, k, width = 40, 5, 4
+    found, rows = [], []
+    for n in (0, 17, 30, 9):
+        indices = rng.integers(0, 25, (n, width))
+        distances = np.round(rng.random((n, width)) * 4).astype(np.float32)
+        distances[rng.random((n, width)) < 0.1] = -0.0
+        distances[rng.random((n, width)) < 0.05] = -1.5
+        indices[rng.random((n, width)) < 0.15] = -1
+        distances[indices < 0] = np.inf
+        found.append(SimpleNamespace(indices=indices, distances=distances))
+        rows.append(rng.integers(0, count - 1, n))  # the last query is in no list
+    query_rows = np.concatenate(rows)
+    indices, distances = nearest_of_lists(query_rows, found, count, k)
+    entries = [(int(q), float(d) + 0.0, int(u)) for q, f in zip(
+        query_rows.tolist(), [row for f in found for row in zip(f.indices, f.distances)])
+        for u, d in zip(*f) if u >= 0]
+    for q in range(count):
+        want = sorted((d, u) for query, d, u in entries if query == q)[:k]
+        got = [(float(d), int(u)) for d, u in zip(distances[q], indices[q]) if u >= 0]
+        assert got == want
+        assert (indices[q, len(want):] == -1).all() and np.isinf(distances[q, len(want):]).all()
+    per_query = np.bincount([q for q, _, _ in entries], minlength=count)
+    assert per_query.max() > k and per_query[-1] == 0  # some cut to k, one with none
+    assert nearest_of_lists(query_rows[:0], [], 3, k)[0].tolist() == [[-1] * k] * 3
+
+
 def test_union_find_labels_are_what_find_says_of_each_element():
     # The labels are computed over the whole array at once; find walks one element's path.
     rng = np.random.default_rng(11)

@@ -14,14 +14,10 @@ def assemble(
     orientations are made relative to it.
     """
     n = len(groups)
-    _, g = np.unique(groups, return_inverse=True)
-    g = g.reshape(-1)
+    g = _dense_ids(np.asarray(groups))
     n_groups = int(g.max()) + 1 if n else 0
     idx = np.arange(n)
-    order = np.lexsort((idx, -np.asarray(centrality, dtype=np.float64), g))
-    first = np.ones(n, dtype=bool)
-    first[1:] = g[order][1:] != g[order][:-1]
-    reps = order[first]  # one per group, in group order
+    reps = _most_central(g, np.asarray(centrality, dtype=np.float64), n_groups)
     sizes = np.bincount(g, weights=weights, minlength=n_groups)
     earliest = np.full(n_groups, n, dtype=np.int64)
     np.minimum.at(earliest, g, idx)
@@ -32,3 +28,26 @@ def assemble(
     parity = np.asarray(parity, dtype=np.int8)
     orient = parity ^ parity[reps][g]
     return labels, orient.astype(np.int8), reps[rank]
+
+
+def _dense_ids(groups: np.ndarray) -> np.ndarray:
+    """Groups numbered 0, 1, ... in increasing order of their labels (non-negative ints),
+    as ``np.unique(groups, return_inverse=True)`` numbers them, without a sort."""
+    if len(groups) == 0:
+        return np.zeros(0, dtype=np.int64)
+    present = np.bincount(groups) > 0
+    return (np.cumsum(present) - 1)[groups]
+
+
+def _most_central(g: np.ndarray, centrality: np.ndarray, n_groups: int) -> np.ndarray:
+    """Each group's most central member (ties: the earliest), in group order.
+
+    Why not one sort of every read by group, centrality and position: over 3 x 10^6
+    reads that took most of the ~0.8 s each of the three assemblies of a run cost.
+    """
+    best = np.full(n_groups, -np.inf)
+    np.maximum.at(best, g, centrality)
+    central = np.flatnonzero(centrality == best[g])
+    reps = np.full(n_groups, len(g), dtype=np.int64)
+    np.minimum.at(reps, g[central], central)
+    return reps

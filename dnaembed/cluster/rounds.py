@@ -342,23 +342,53 @@ def nearest_of_lists(query_rows: np.ndarray, found: list, count: int, k: int
                      ) -> tuple[np.ndarray, np.ndarray]:
     """Each of ``count`` queries' ``k`` nearest over several lists of its (``found``: the
     tasks' results, their rows of queries ``query_rows`` in order), nearest first, ties
-    by unit id; -1 at an infinite distance where fewer."""
-    width = found[0].indices.shape[1] if found else k
-    query = np.repeat(query_rows.astype(np.int64), width)
-    unit = np.concatenate([f.indices.reshape(-1) for f in found] or [np.zeros(0, np.int64)])
-    dist = np.concatenate([f.distances.reshape(-1) for f in found]
-                          or [np.zeros(0, np.float32)])
-    held = unit >= 0
-    query, unit, dist = query[held], unit[held], dist[held]
-    order = np.lexsort((unit, dist, query))
-    query, unit, dist = query[order], unit[order], dist[order]
-    rank = rank_in_groups(query)
-    first = rank < k
+    by unit id; -1 at an infinite distance where fewer.
+
+    Each query's lists side by side in one row, as keys that sort by distance, then
+    unit, each row sorted on its own. Why not one sort of every entry by query,
+    distance and unit: for 3 x 10^6 reads' lists (43,500 queries in 5.6 lists of 16 each)
+    that took 2.1-2.2 s of CPU while the tasks waited, this 0.5-0.7 s (a fresh process,
+    one thread).
+    """
     indices = np.full((count, k), -1, dtype=np.int64)
     distances = np.full((count, k), np.inf, dtype=np.float32)
-    indices[query[first], rank[first]] = unit[first]
-    distances[query[first], rank[first]] = dist[first]
+    if not found or len(query_rows) == 0:
+        return indices, distances
+    unit = np.concatenate([f.indices for f in found])
+    keys = _distance_unit_keys(np.concatenate([f.distances for f in found]), unit)
+    order = np.argsort(query_rows, kind="stable")
+    query = query_rows[order]
+    width = unit.shape[1]
+    lists = int(rank_in_groups(query).max()) + 1
+    row = np.full((count, lists * width), _NO_KEY, dtype=np.uint64)
+    columns = rank_in_groups(query)[:, None] * width + np.arange(width)
+    row[query[:, None], columns] = keys[order]
+    row.sort(axis=1)
+    best = row[:, :k]
+    held = best != _NO_KEY
+    indices[:, : best.shape[1]][held] = (best[held] & 0xFFFFFFFF).astype(np.int64)
+    distances[:, : best.shape[1]][held] = _distance_of_keys(best[held] >> np.uint64(32))
     return indices, distances
+
+
+#: The key of an empty entry (index -1): after every other.
+_NO_KEY = np.uint64(2**64 - 1)
+
+
+def _distance_unit_keys(distances: np.ndarray, units: np.ndarray) -> np.ndarray:
+    """One unsigned key per entry that sorts as (distance, unit): the distance's bits,
+    made to sort as the numbers do, above the unit's; :data:`_NO_KEY` where unit < 0."""
+    bits = (distances.astype(np.float32) + np.float32(0)).view(np.uint32)  # -0 as 0
+    ordered = np.where(bits >> 31, ~bits, bits | np.uint32(1 << 31)).astype(np.uint64)
+    keys = (ordered << np.uint64(32)) | (units.astype(np.int64) & 0xFFFFFFFF).astype(np.uint64)
+    keys[units < 0] = _NO_KEY
+    return keys
+
+
+def _distance_of_keys(high: np.ndarray) -> np.ndarray:
+    """The distances back from the high halves of :func:`_distance_unit_keys`."""
+    bits = high.astype(np.uint32)
+    return np.where(bits >> 31, bits & np.uint32(0x7FFFFFFF), ~bits).view(np.float32)
 
 
 #: Rounds 3.. hold this many times round 2's representatives per cell. Why: they search
