@@ -3,6 +3,7 @@
 import logging
 
 import numpy as np
+import pytest
 
 import dnaembed.cluster.kmers as kmers_module
 from dnaembed.cluster.kmers import MAX_K, kmer_length
@@ -199,3 +200,25 @@ def test_pieces_of_a_few_reads_join_their_strand_up_to_max_size():
         big, small = labels[: 5 * 40].reshape(40, 5), labels[5 * 40 :].reshape(40, 3)
         assert (big == big[:, :1]).all()  # the larger pieces stay whole
         assert np.array_equal(small == big[:, :1], np.full((40, 3), joined))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_central_members_are_each_clusters_representative_then_most_central(seed):
+    # Per cluster: its representative (orientation 0: the others' are relative to it), then
+    # its most central full-length reads other than it (ties: the earliest), at most count
+    # in all, each with its orientation.
+    from dnaembed.cluster.rescue import _central_members
+
+    rng = np.random.default_rng(seed)
+    n, clusters, count = 300, 40, 4
+    labels = np.concatenate([np.arange(clusters), rng.integers(0, clusters, n - clusters)])
+    centrality = np.round(rng.random(n) * 3)
+    lengths = rng.integers(80, 101, n)
+    orientation = rng.integers(0, 2, n).astype(np.int8)
+    reps = np.array([int(rng.choice(np.flatnonzero(labels == c))) for c in range(clusters)])
+    members = _central_members(labels, orientation, centrality, lengths, reps, 90, count)
+    for c in range(clusters):
+        others = [i for i in range(n) if labels[i] == c and lengths[i] >= 90 and i != reps[c]]
+        best = sorted(others, key=lambda i: (-centrality[i], i))[: count - 1]
+        assert members[c] == [(int(reps[c]), 0)] + [
+            (i, int(orientation[i])) for i in best]
