@@ -42,8 +42,9 @@ def _dense_ids(groups: np.ndarray) -> np.ndarray:
 def _most_central(g: np.ndarray, centrality: np.ndarray, n_groups: int) -> np.ndarray:
     """Each group's most central member (ties: the earliest), in group order.
 
-    Why not one sort of every read by group, centrality and position: over 3 x 10^6
-    reads that took most of the ~0.8 s each of the three assemblies of a run cost.
+    Why not one sort of every read by group, centrality and position: with it an
+    assembly of 3 x 10^6 reads in 300,000 groups took 1.3-1.4 s of CPU (three a run),
+    with these two passes 0.2-0.35 s.
     """
     best = np.full(n_groups, -np.inf)
     np.maximum.at(best, g, centrality)
