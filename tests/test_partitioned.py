@@ -197,6 +197,27 @@ def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
     assert not directory.exists()
 
 
+@pytest.mark.parametrize("n_cells", [1, 9, 65_535, 70_000])
+def test_members_of_cells_are_the_rows_in_each_cell_in_order(n_cells):
+    # Rows in up to 3 cells (-1 pads), cells up to the last, on both sides of 2^16 cells
+    # (16-bit keys below): each cell's members are the rows holding it, increasing.
+    rng = np.random.default_rng(n_cells)
+    cells = np.full((500, 3), -1, dtype=np.int32)
+    for row in range(500):  # distinct cells in a row, the nearest always there
+        held = rng.choice(n_cells, min(3, n_cells), replace=False)
+        cells[row, : len(held)] = held
+    cells[:, 1:][rng.random((500, 2)) < 0.3] = -1
+    cells[0] = [n_cells - 1, -1, -1]  # the last cell held
+    members = members_of_cells(cells, n_cells)
+    assert len(members) == n_cells
+    held = {}
+    for row, row_cells in enumerate(cells.tolist()):
+        for c in set(row_cells) - {-1}:
+            held.setdefault(c, []).append(row)
+    assert {c: m.tolist() for c, m in enumerate(members) if len(m)} == held
+    assert all(m.dtype == np.int32 for m in members)
+
+
 def test_reads_of_similar_lengths_go_to_tasks_as_rows_of_one_width(tmp_path):
     # Reads of 130-163 nt with a few N reads (kept whole by PackedBases), the last ones at
     # the end of the store: tasks get rows of one width, and the same strings. A read far

