@@ -16,8 +16,9 @@ import dnaembed.cluster.kmers as kmers_module
 import dnaembed.cluster.partition_tasks as tasks_module
 from dnaembed.cluster.candidates import CandidatePairs, levenshtein_pairs
 from dnaembed.cluster.kmers import KmerIndex
+from dnaembed.cluster.neighbour_lists import NeighbourLists
 from dnaembed.cluster.partition_tasks import QueryTask, query_partition
-from dnaembed.cluster.rounds import NeighbourLists, PairCollector, distinct_pairs
+from dnaembed.cluster.rounds import PairCollector, distinct_pairs
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
 from dnaembed.io.bases import ReadBlock

@@ -9,8 +9,9 @@ import pytest
 import dnaembed.cluster.graph as graph
 from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.graph import _GuardedLinker
+from dnaembed.cluster.neighbour_lists import nearest_of_lists
 from dnaembed.cluster.partition_tasks import ListTask, list_partition
-from dnaembed.cluster.rounds import PIECE_MIN_READS, nearest_of_lists, pieces, rounds_over
+from dnaembed.cluster.rounds import PIECE_MIN_READS, pieces, rounds_over
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.cluster.unionfind import ParityUnionFind
 from dnaembed.cluster.units import UnitSequences

@@ -408,7 +408,7 @@ def _rescue_superset(linker: _GuardedLinker, units: Units, max_size: int) -> np.
     """Every unit the rescue may examine, as the rounds leave the clusters (see the
     rescue's notes): a read of a cluster of at most ``max_size`` reads (pass 1, and the
     reads it leaves behind), or of one without a read of full length (pass 2). The split
-    after the rounds can make more (:class:`~dnaembed.cluster.rounds.NeighbourLists`).
+    after the rounds can make more (:class:`~dnaembed.cluster.neighbour_lists.NeighbourLists`).
     """
     groups, _ = linker.uf.labels()
     full = units.lengths >= FULL_LENGTH_FRACTION * units.median_length
