@@ -7,14 +7,14 @@ import pytest
 
 import dnaembed.cluster.kmers as kmers_module
 from dnaembed.cluster.kmers import MAX_K, kmer_length
-from dnaembed.cluster.rescue import (
+from dnaembed.cluster.rescue import rescue_reads
+from dnaembed.cluster.rescue_rule import (
     DEFAULT_SEARCH,
     MIN_MARGIN,
     NOISY_MAX_SIZE,
     NOISY_SEARCH,
     CandidateSearch,
     accepted,
-    rescue_reads,
     rescue_settings,
 )
 from dnaembed.encoding import decode_flat, encode_flat, reverse_complement
@@ -207,7 +207,7 @@ def test_central_members_are_each_clusters_representative_then_most_central(seed
     # Per cluster: its representative (orientation 0: the others' are relative to it), then
     # its most central full-length reads other than it (ties: the earliest), at most count
     # in all, each with its orientation.
-    from dnaembed.cluster.rescue import _central_members
+    from dnaembed.cluster.rescue_candidates import central_members
 
     rng = np.random.default_rng(seed)
     n, clusters, count = 300, 40, 4
@@ -216,7 +216,7 @@ def test_central_members_are_each_clusters_representative_then_most_central(seed
     lengths = rng.integers(80, 101, n)
     orientation = rng.integers(0, 2, n).astype(np.int8)
     reps = np.array([int(rng.choice(np.flatnonzero(labels == c))) for c in range(clusters)])
-    members = _central_members(labels, orientation, centrality, lengths, reps, 90, count)
+    members = central_members(labels, orientation, centrality, lengths, reps, 90, count)
     for c in range(clusters):
         others = [i for i in range(n) if labels[i] == c and lengths[i] >= 90 and i != reps[c]]
         best = sorted(others, key=lambda i: (-centrality[i], i))[: count - 1]

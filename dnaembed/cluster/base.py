@@ -196,7 +196,8 @@ class Clusterer:
         centrality = centrality + lift * (data.lengths >= full_length)
         labels, orient, reps = assemble(groups, parity, centrality, data.weights)
         if self.rescue and n > 2:
-            from dnaembed.cluster.rescue import rescue_reads, rescue_settings
+            from dnaembed.cluster.rescue import rescue_reads
+            from dnaembed.cluster.rescue_rule import rescue_settings
 
             start = time.perf_counter()
             embedded_before = data.seconds_embedding

@@ -49,7 +49,7 @@ from dnaembed.encoding import kmer_codes, reverse_complement_codes
 from dnaembed.execute import runs_here
 from dnaembed.io.spill import strings_of
 
-#: k-mer length (the rescue's, :data:`dnaembed.cluster.rescue.RESCUE_K`, says why 11).
+#: k-mer length (the rescue's, :data:`dnaembed.cluster.rescue_rule.RESCUE_K`, says why 11).
 K = 11
 #: Longest k: the tables hold entries per possible k-mer (the queries' offsets and the
 #: targets' counts, 4 bytes each, and three flags: ~190 MB a search at 12, ~50 at 11).

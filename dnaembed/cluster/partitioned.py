@@ -61,7 +61,7 @@ from dnaembed.cluster.partition import (
     members_of_cells,
 )
 from dnaembed.cluster.partition_tasks import EmbedTask, PartitionTask, embed_chunk, search_partition
-from dnaembed.cluster.rescue import CandidateSearch, rescue_settings
+from dnaembed.cluster.rescue_rule import CandidateSearch, rescue_settings
 from dnaembed.cluster.rounds import PairCollector, RepresentativeRounds
 from dnaembed.cluster.threshold import FULL_LENGTH_FRACTION, Threshold
 from dnaembed.cluster.threshold_sample import sampled_threshold
