@@ -47,6 +47,8 @@ RESCUE_K = 11
 #: 150-nt read with ~5% errors shares ~40 12-mers with each read of its strand (0.95^24
 #: of 139), and is expected to share ~0.01 with an unrelated cluster at that scale.
 RESCUE_LONGEST_K = 12
+#: The rule against the runner-up cluster: at least this many edits fewer, and at most this
+#: fraction of its edits (see the module notes).
 MIN_MARGIN = 5
 RUNNER_UP_RATIO = 0.85
 #: From this per-read error rate of the sample on (the threshold's same-strand peak),
