@@ -124,11 +124,8 @@ def rescue_reads(
     known_profiles: dict = {}  # shared by the passes (ClusterProfiles)
     for full_pass in (True, False):
         targets = lengths[reps] >= full_length  # clusters of a full-length representative
-        if full_pass:
-            sizes = np.bincount(labels, weights=weights, minlength=len(reps))
-            rows = _small_cluster_rows(labels, sizes, reps, lengths, full_length, max_size)
-        else:
-            rows = np.flatnonzero(~targets[labels] & (lengths > 0))
+        rows = _pass_rows(full_pass, labels, reps, weights, lengths, targets, full_length,
+                          max_size)
         if len(rows) == 0 or not targets.any():
             continue
         members = central_members(labels, orientation, centrality, lengths, reps, full_length,
@@ -216,6 +213,16 @@ def _move_accepted(labels, orientation, examined, scores, lengths, weights, rate
             orientation[row] = flip
             moved += int(weights[row])
     return moved
+
+
+def _pass_rows(full_pass: bool, labels, reps, weights, lengths, targets, full_length,
+               max_size) -> np.ndarray:
+    """The reads a pass examines: pass 1 those of small clusters
+    (:func:`_small_cluster_rows`), pass 2 every read of a cluster that is not a target."""
+    if full_pass:
+        sizes = np.bincount(labels, weights=weights, minlength=len(reps))
+        return _small_cluster_rows(labels, sizes, reps, lengths, full_length, max_size)
+    return np.flatnonzero(~targets[labels] & (lengths > 0))
 
 
 def _small_cluster_rows(labels, sizes, reps, lengths, full_length, max_size) -> np.ndarray:
