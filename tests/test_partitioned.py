@@ -150,8 +150,17 @@ def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
                 store.append(block)
             store.finish()
         assert [s.spilled for s in stores] == [False, True, True]
+        every = np.concatenate(blocks)
+        mask = rng.random(358) < 0.3
         for store in stores:
-            assert np.array_equal(store.take(rows), np.concatenate(blocks)[rows])
+            # Rows by any kind of index: integers of either width (also negative), a list,
+            # a mask, a slice; each a copy.
+            for index in (rows, rows.astype(np.int32), rows - 358, rows.tolist(), mask,
+                          slice(5, 40)):
+                taken = store.take(index)
+                assert np.array_equal(taken, every[index])
+                taken[...] = 0  # a copy: the store's rows stay
+                assert np.array_equal(store.take(index), every[index])
             assert store.row_bytes(299, 303) == np.concatenate(blocks)[299:303].tobytes()
             store.close()
         ids = ["r1", "β-read", "", "r" * 300]
