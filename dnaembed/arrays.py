@@ -32,6 +32,13 @@ def sorted_unique(values: np.ndarray, return_counts: bool = False):
     return uniq, np.diff(np.append(starts, len(values)))
 
 
+def largest_first(costs: np.ndarray) -> np.ndarray:
+    """Indices by decreasing cost, ties in index order: the order to hand out tasks of
+    these costs, so that the last to finish are small ones and no worker waits long on
+    another at the end of a phase (longest processing time first)."""
+    return np.argsort(-np.asarray(costs, dtype=np.float64), kind="stable")
+
+
 #: A block of equal-width rows may hold at most this many times the bytes asked for
 #: (reads of similar lengths); beyond it, rows are joined one by one.
 GATHER_SLACK = 2

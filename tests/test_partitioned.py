@@ -449,6 +449,30 @@ def test_same_output_whatever_the_threads_and_what_is_spilled(sim, small_model, 
         assert np.array_equal(reps, outputs[0][2])
 
 
+def test_tasks_go_out_largest_first_and_their_order_does_not_change_the_output(
+        sim, small_model, monkeypatch):
+    from dnaembed import arrays
+    from dnaembed.cluster import partitioned, rounds
+
+    # Decreasing cost, ties in index order.
+    assert arrays.largest_first(np.array([3, 5, 0, 5, 1])).tolist() == [1, 3, 0, 4, 2]
+    assert arrays.largest_first(np.zeros(0, np.int64)).tolist() == []
+    model = load_model(small_model).model
+    outputs = []
+    # Round 1's partitions and the rounds' cells handed out largest first, then smallest
+    # first: the pairs of every task are collected before any is used.
+    for order in (arrays.largest_first, lambda costs: arrays.largest_first(costs)[::-1]):
+        monkeypatch.setattr(partitioned, "largest_first", order)
+        monkeypatch.setattr(rounds, "largest_first", order)
+        with (InlineExecutor(2) as runner,
+              clustered_files([f"{sim}.fastq.gz"], model, runner,
+                              params={"partition_size": 64}) as (result, _)):
+            assert result.stats["partitions"] > 16
+            outputs.append((result.labels, result.orientation, result.representatives))
+    for got, want in zip(outputs[1], outputs[0]):
+        assert np.array_equal(got, want)
+
+
 def test_cluster_takes_several_files_as_one_run(sim, small_model, tmp_path):
     d = sim.parent
     one, two = tmp_path / "one.tsv", tmp_path / "two.tsv"

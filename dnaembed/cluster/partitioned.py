@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dnaembed.arrays import largest_first
 from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.graph import _GuardedLinker
 from dnaembed.cluster.labels import assemble
@@ -371,8 +372,13 @@ class _Run:
     def _search_partitions(self, cut: Threshold):
         """Round 1: every partition's home reads' pairs within ``cut`` (unit ids, distinct)."""
 
+        # A partition costs its home reads' searches among its members: the largest first.
+        homes = np.bincount(self.home, minlength=len(self.members))
+        order = largest_first(np.array([len(m) for m in self.members]) * homes)
+
         def tasks():
-            for cell, members in enumerate(self.members):
+            for cell in order.tolist():
+                members = self.members[cell]
                 home = self.home[members] == cell
                 yield PartitionTask(members, self.vectors.take(members),
                                     self.units.seqs.block(members), home, cut, self.neighbours)

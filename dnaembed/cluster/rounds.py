@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dnaembed.arrays import largest_first
 from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.centres import cluster_centres
 from dnaembed.cluster.neighbour_lists import NeighbourLists, nearest_of_lists
@@ -272,9 +273,12 @@ class RepresentativeRounds:
         run = self.run
         order = np.lexsort((np.arange(len(home)), home))
         bounds = np.searchsorted(home[order], np.arange(len(members) + 1))
+        # A cell costs its queries' searches among its members: the largest first.
+        cells = largest_first(np.diff(bounds) * np.array([len(m) for m in members]))
 
         def tasks():
-            for cell, cell_rows in enumerate(members):
+            for cell in cells.tolist():
+                cell_rows = members[cell]
                 rows = order[bounds[cell] : bounds[cell + 1]]
                 if len(rows) == 0 or len(cell_rows) == 0:
                     continue
