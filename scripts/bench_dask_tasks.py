@@ -16,7 +16,6 @@ per task, and the tasks per second, median of ``--repeats`` passes per size.
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
 import time
 
@@ -26,11 +25,6 @@ from benchlib import add_write_docs, finish
 MB = 1 << 20
 
 
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _eighth(payload: np.ndarray) -> np.ndarray:
     """The task: next to nothing, a result an eighth of its payload's size."""
     return np.zeros(len(payload) // 8, dtype=np.uint8)
@@ -38,11 +32,13 @@ def _eighth(payload: np.ndarray) -> np.ndarray:
 
 def one_pass(executor, tasks: int, size: int) -> tuple[float, float]:
     """(client CPU seconds, wall seconds) of ``tasks`` tasks of ``size`` bytes each."""
+    from dnaembed.execute.dask import _process_cpu_seconds
+
     payloads = (np.ones(size, np.uint8) for _ in range(tasks))
-    cpu, wall = _cpu(), time.perf_counter()
+    cpu, wall = _process_cpu_seconds(), time.perf_counter()
     for _ in executor.map(_eighth, payloads, desc="tasks"):
         pass
-    return _cpu() - cpu, time.perf_counter() - wall
+    return _process_cpu_seconds() - cpu, time.perf_counter() - wall
 
 
 def main() -> None:
@@ -55,6 +51,11 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     add_write_docs(p, "What a task costs a LocalCluster's client process")
     args = p.parse_args()
+    for option in ("tasks", "repeats"):
+        if getattr(args, option) < 1:
+            p.error(f"--{option} must be at least 1, not {getattr(args, option)}")
+    if min(args.sizes) < 1:
+        p.error(f"--sizes must be at least 1 byte, not {min(args.sizes)}")
     configure(quiet=True)  # no progress bars among the figures
     lines = ["| payload bytes | tasks | client process CPU ms/task | tasks/s |",
              "|---:|---:|---:|---:|"]
