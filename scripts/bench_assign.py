@@ -27,7 +27,7 @@ import time
 from functools import partial
 
 import numpy as np
-from benchlib import add_write_docs, finish
+from benchlib import add_write_docs, check_at_least, finish
 from threadpoolctl import threadpool_limits
 
 import dnaembed.cluster.partition as partition
@@ -110,11 +110,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     add_write_docs(p, "Assigning reads to cells, and fitting the cells")
     args = p.parse_args()
-    for option in ("repeats", "threads"):
-        if getattr(args, option) < 1:
-            p.error(f"--{option} must be at least 1, not {getattr(args, option)}")
-    if min(args.cells) < 2:
-        p.error(f"--cells must be at least 2, not {min(args.cells)}")
+    check_at_least(p, args, {"repeats": 1, "threads": 1, "cells": 2})
     rng = np.random.default_rng(args.seed)
     y = vectors(max(READS, 64 * max(args.cells)), rng)
     lines = ["| cells | every boundary: CPU µs/read | screened: CPU µs/read | screened, "

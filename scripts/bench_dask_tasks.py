@@ -20,7 +20,7 @@ import statistics
 import time
 
 import numpy as np
-from benchlib import add_write_docs, finish
+from benchlib import add_write_docs, check_at_least, finish
 
 MB = 1 << 20
 
@@ -51,11 +51,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     add_write_docs(p, "What a task costs a LocalCluster's client process")
     args = p.parse_args()
-    for option in ("tasks", "repeats"):
-        if getattr(args, option) < 1:
-            p.error(f"--{option} must be at least 1, not {getattr(args, option)}")
-    if min(args.sizes) < 1:
-        p.error(f"--sizes must be at least 1 byte, not {min(args.sizes)}")
+    check_at_least(p, args, {"tasks": 1, "repeats": 1, "sizes": 1})
     configure(quiet=True)  # no progress bars among the figures
     lines = ["| payload bytes | tasks | client process CPU ms/task | tasks/s |",
              "|---:|---:|---:|---:|"]

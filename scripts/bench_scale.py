@@ -47,6 +47,7 @@ from pathlib import Path
 from benchlib import (
     ROOT,
     add_write_docs,
+    check_at_least,
     cpu_description,
     finish,
     gpu_suffix,
@@ -648,10 +649,7 @@ def main() -> None:
                         "lanes is another set than the one-file set of its size)")
     add_write_docs(p, "Partitioned clustering at scale")
     args = p.parse_args()
-    for option in ("repeat", "budget_repeat", "dask_repeat", "lanes"):
-        if getattr(args, option) < 1:
-            p.error(f"--{option.replace('_', '-')} must be at least 1, "
-                    f"not {getattr(args, option)}")
+    check_at_least(p, args, {"repeat": 1, "budget_repeat": 1, "dask_repeat": 1, "lanes": 1})
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     # The pairs' check reads one file: a set in lanes has none.

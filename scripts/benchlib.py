@@ -160,6 +160,17 @@ def add_write_docs(parser: argparse.ArgumentParser, title: str) -> None:
              f"(default: {title!r}); give each kind of run its own title")
 
 
+def check_at_least(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                   minimums: dict[str, int]) -> None:
+    """A usage error (exit 2) for the first option below its minimum; a list option's
+    smallest value counts."""
+    for name, least in minimums.items():
+        value = getattr(args, name)
+        smallest = min(value) if isinstance(value, list) else value
+        if smallest < least:
+            parser.error(f"--{name.replace('_', '-')} must be at least {least}, not {smallest}")
+
+
 def finish(title: str | None, body: str) -> None:
     """Print the CPU beside the figures; with a title (``--write-docs``), write the section."""
     print(f"\nCPU: {cpu_description()}{gpu_suffix()}", flush=True)

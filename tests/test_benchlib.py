@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
@@ -56,3 +59,17 @@ def test_cpu_description_names_the_emulation_and_the_blas_kernels_it_led_to():
                          env=env, capture_output=True, text=True, check=True).stdout
     assert "emulated: FAISS_OPT_LEVEL=avx2 OPENBLAS_CORETYPE=Haswell" in out
     assert out.strip().endswith("OpenBLAS kernels: Haswell")
+
+
+def test_check_at_least_is_a_usage_error_naming_the_option(capsys):
+    parser = argparse.ArgumentParser(prog="bench")
+    parser.add_argument("--dask-repeat", type=int, default=3)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[8, 4])
+    minimums = {"dask_repeat": 1, "sizes": 2}
+    benchlib.check_at_least(parser, parser.parse_args([]), minimums)  # within: no error
+    for argv, message in ((["--dask-repeat", "0"], "--dask-repeat must be at least 1, not 0"),
+                          (["--sizes", "9", "1", "5"], "--sizes must be at least 2, not 1")):
+        with pytest.raises(SystemExit) as stop:
+            benchlib.check_at_least(parser, parser.parse_args(argv), minimums)
+        assert stop.value.code == 2
+        assert message in capsys.readouterr().err
