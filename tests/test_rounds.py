@@ -127,6 +127,24 @@ def test_pairs_dropped_a_block_at_a_time_link_as_one_by_one(monkeypatch, block, 
                                + np.frombuffer(in_blocks.rep, np.int32)[roots(hi)].tolist())
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float32])
+def test_kruskal_order_is_lexsorts_whether_or_not_the_pairs_come_sorted(dtype):
+    # Pairs sorted by (lo, hi), with repeats (both parities of one pair), take the fast
+    # path; shuffled, the general one; distances past 16 bits or negative, a wider sort.
+    rng = np.random.default_rng(2)
+    lo = np.sort(rng.integers(0, 50, 400))
+    hi = lo + rng.integers(1, 5, 400)
+    by_pair = np.lexsort((hi, lo))
+    lo, hi = lo[by_pair], hi[by_pair]
+    for scale in (1, 40_000, -1):
+        dist = (rng.integers(0, 6, 400) * scale).astype(dtype)
+        shuffled = rng.permutation(400)
+        for pick in (np.arange(400), shuffled):
+            expected = np.lexsort((hi[pick], lo[pick], dist[pick]))
+            assert np.array_equal(graph.kruskal_order(lo[pick], hi[pick], dist[pick]), expected)
+    assert graph.kruskal_order(lo[:0], hi[:0], np.zeros(0, dtype)).tolist() == []
+
+
 def test_nearest_of_lists_sorts_each_query_by_distance_then_unit():
     # Lists with many equal distances, missing entries, zeros of either sign and negative
     # distances (rounding), a query in several lists and one in none: each query's k

@@ -148,6 +148,24 @@ class GraphClusterer(Clusterer):
 LINK_BLOCK = 65_536
 
 
+def kruskal_order(lo: np.ndarray, hi: np.ndarray, dist: np.ndarray) -> np.ndarray:
+    """The pairs' order for linking: by distance, then ``lo``, then ``hi``, ties in input
+    order (``np.lexsort((hi, lo, dist))``).
+
+    Pairs mostly come sorted by ``(lo, hi)`` already (the rounds' collector keeps them in
+    key order), and then a stable sort of the distances alone gives that order: as 16-bit
+    integers numpy sorts them by radix, in one pass (2.7 x 10^6 pairs: 0.05 s against
+    0.41 for the three keys).
+    """
+    if len(lo) > 1:
+        same = lo[1:] == lo[:-1]
+        if not ((lo[1:] > lo[:-1]) | (same & (hi[1:] >= hi[:-1]))).all():
+            return np.lexsort((hi, lo, dist))
+    if dist.dtype.kind in "iu" and len(dist) and 0 <= dist.min() and dist.max() < 2**15:
+        dist = dist.astype(np.int16)
+    return np.argsort(dist, kind="stable")
+
+
 class _GuardedLinker:
     """Kruskal-order linking with orientation, guarded by checks between representatives."""
 
@@ -185,7 +203,7 @@ class _GuardedLinker:
 
     def link(self, edges: CandidatePairs, dist: np.ndarray) -> None:
         """Link ``edges`` (checked distances ``dist``) in Kruskal order: shortest first."""
-        order = np.lexsort((edges.hi, edges.lo, dist))
+        order = kruskal_order(edges.lo, edges.hi, dist)
         # Python ints for a block of pairs at a time: a list of every pair would take
         # ~100 bytes per pair (10^8 bytes per 10^6 reads) for a moment.
         for start in range(0, len(order), LINK_BLOCK):
