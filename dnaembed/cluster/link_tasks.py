@@ -120,7 +120,9 @@ def link_in_tasks(linker: _GuardedLinker, edges: CandidatePairs, dist: np.ndarra
 
     def tasks():
         for task, (start, stop) in enumerate(zip(cuts[:-1], cuts[1:])):
-            pick = by_component[start:stop]
+            # In the pairs' own order, sorted by (lo, hi) as they come: the task's Kruskal
+            # order is then one radix sort of the distances (graph.kruskal_order).
+            pick = np.sort(by_component[start:stop])
             own = reads[read_cuts[task] : read_cuts[task + 1]]
             yield LinkTask(own, seqs.block(own), degree[own], weights[own],
                            local[edges.lo[pick]], local[edges.hi[pick]],
