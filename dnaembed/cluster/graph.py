@@ -161,7 +161,7 @@ def kruskal_order(lo: np.ndarray, hi: np.ndarray, dist: np.ndarray) -> np.ndarra
         same = lo[1:] == lo[:-1]
         if not ((lo[1:] > lo[:-1]) | (same & (hi[1:] >= hi[:-1]))).all():
             return np.lexsort((hi, lo, dist))
-    if dist.dtype.kind in "iu" and len(dist) and 0 <= dist.min() and dist.max() < 2**15:
+    if dist.dtype.kind in "iu" and len(dist) and dist.min() >= 0 and dist.max() < 2**15:
         dist = dist.astype(np.int16)
     return np.argsort(dist, kind="stable")
 
