@@ -127,6 +127,34 @@ def test_pairs_dropped_a_block_at_a_time_link_as_one_by_one(monkeypatch, block, 
                                + np.frombuffer(in_blocks.rep, np.int32)[roots(hi)].tolist())
 
 
+def test_linked_reads_keep_their_orientation_relative_to_their_cluster():
+    # Strands read either way round, every pair within a strand with its true parity, in
+    # a random distance order: each strand is one cluster, and each read's parity relative
+    # to its root is its orientation against the root's, whichever reads the links pass
+    # through (roots found inline or by find, paths of any length).
+    rng = np.random.default_rng(3)
+    strands = ["".join(rng.choice(list("ACGT"), 60)) for _ in range(12)]
+    strand = np.repeat(np.arange(12), 6)
+    flipped = rng.integers(0, 2, len(strand))
+    reads = [_mutated(rng, strands[s], 2) for s in strand]
+    reads = [reverse_complement(r) if f else r for r, f in zip(reads, flipped)]
+    lo, hi = np.triu_indices(len(reads), 1)
+    within = strand[lo] == strand[hi]
+    lo, hi = lo[within], hi[within]
+    parity = (flipped[lo] ^ flipped[hi]).astype(np.int8)
+    linker = _GuardedLinker(reads, [reverse_complement(r) for r in reads],
+                            np.zeros(len(reads)), np.ones(len(reads)),
+                            Threshold(max_dist=8, source="user", reference_length=60), 2.0,
+                            guard=True)
+    linker.link(CandidatePairs(lo, hi, parity, np.zeros(len(lo), np.float32)),
+                rng.integers(0, 9, len(lo)).astype(np.int32))
+    root, relative = linker.uf.labels()
+    assert linker.merges == len(reads) - 12 and linker.refusals == 0
+    assert np.array_equal(strand[root], strand)
+    assert np.array_equal(relative, flipped ^ flipped[root])
+    assert max(len(np.unique(root[strand == s])) for s in range(12)) == 1
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float32])
 def test_kruskal_order_is_lexsorts_whether_or_not_the_pairs_come_sorted(dtype):
     # Pairs sorted by (lo, hi), with repeats (both parities of one pair), take the fast
