@@ -17,23 +17,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import resource
 import time
 
 from benchlib import add_write_docs, finish
-
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def idle_cpu(config: dict, seconds: float) -> tuple[float, float]:
     """(client process, workers) CPU seconds over ``seconds`` of an idle cluster."""
     import dask
     from distributed import Client, LocalCluster
-
-    from dnaembed.execute.dask import _process_cpu_seconds
 
     with dask.config.set(config):
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
@@ -42,9 +34,9 @@ def idle_cpu(config: dict, seconds: float) -> tuple[float, float]:
     client = Client(cluster)
     try:
         time.sleep(3)  # past the start
-        client0, workers0 = _cpu(), sum(client.run(_process_cpu_seconds).values())
+        client0, workers0 = time.process_time(), sum(client.run(time.process_time).values())
         time.sleep(seconds)
-        client1, workers1 = _cpu(), sum(client.run(_process_cpu_seconds).values())
+        client1, workers1 = time.process_time(), sum(client.run(time.process_time).values())
     finally:
         client.close()
         cluster.close()

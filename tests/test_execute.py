@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -183,6 +185,30 @@ def test_a_slow_first_task_does_not_hold_back_the_others(local_cluster):
     assert [number for number, _ in results] == list(range(13))
     head_done = results[0][1]
     assert sum(done < head_done for _, done in results[1:]) >= 10
+
+
+def _spin(seconds: float) -> float:
+    """A task that keeps its worker's CPU busy for ``seconds``."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return seconds
+
+
+def test_closing_logs_the_workers_cpu_since_they_started(caplog):
+    log = logging.getLogger("dnaembed")  # the CLI's set-up stops it reaching the root
+    log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level("INFO", logger="dnaembed"), \
+                DaskExecutor(workers=1, threads_per_worker=1) as executor:
+            assert list(executor.map(_spin, [0.5, 0.5], desc="spinning")) == [0.5, 0.5]
+    finally:
+        log.removeHandler(caplog.handler)
+    found = re.search(r"worker processes: ([0-9.]+)s of CPU since they started, "
+                      r"([0-9.]+)s of it in this run's tasks", caplog.text)
+    assert found, caplog.text
+    workers, tasks = map(float, found.groups())
+    assert 1.0 <= tasks <= workers
 
 
 def test_local_cluster_gives_the_one_process_result(sim, small_model, local_cluster):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import pickle
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -167,14 +168,6 @@ class _Window:
             client.cancel(list(self.running))
 
 
-def _process_cpu_seconds() -> float:
-    """On a worker: its process's CPU time (user and system) so far."""
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _call_shared(fn: Callable, name: str, task: Any) -> Any:
     """On a worker: ``fn(shared object, task)``, and its CPU time (:func:`timed_call`)."""
     return timed_call(fn, _SHARED[name], task)
@@ -277,7 +270,7 @@ class DaskExecutor:
 
         logger.info("%s: %s", self.describe(), self.traffic.describe())
         with contextlib.suppress(Exception):  # a diagnostic: a lost worker must not fail it
-            cpu = sum(self.client.run(_process_cpu_seconds).values())
+            cpu = sum(self.client.run(time.process_time).values())
             tasks = sum(self.traffic.cpu.values())
             logger.info("worker processes: %.1fs of CPU since they started, %.1fs of it in "
                         "this run's tasks", cpu, tasks)
