@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -204,11 +205,24 @@ def test_closing_logs_the_workers_cpu_since_they_started(caplog):
             assert list(executor.map(_spin, [0.5, 0.5], desc="spinning")) == [0.5, 0.5]
     finally:
         log.removeHandler(caplog.handler)
-    found = re.search(r"worker processes: ([0-9.]+)s of CPU since they started, "
-                      r"([0-9.]+)s of it in this run's tasks", caplog.text)
+    found = re.search(r"worker processes \(1 now\): ([0-9.]+)s of CPU since they started; "
+                      r"this run's tasks ([0-9.]+)s of CPU", caplog.text)
     assert found, caplog.text
     workers, tasks = map(float, found.groups())
     assert 1.0 <= tasks <= workers
+
+
+def test_a_local_cluster_takes_any_free_port_for_its_http_server(recwarn):
+    # Dask's scheduler serves HTTP on 8787 unless told otherwise, and warned (on stderr,
+    # in a lab script's log) when a second run on the machine found it taken.
+    with contextlib.ExitStack() as stack:
+        taken = stack.enter_context(socket.socket())
+        with contextlib.suppress(OSError):  # taken by something else already: as good
+            taken.bind(("", 8787))
+            taken.listen()
+        with DaskExecutor(workers=1, threads_per_worker=1) as executor:
+            assert list(executor.map(_sleep_then_clock, [(7, 0.0)], desc="one"))[0][0] == 7
+    assert not [w for w in recwarn if "already in use" in str(w.message)]
 
 
 def test_local_cluster_gives_the_one_process_result(sim, small_model, local_cluster):
@@ -314,6 +328,67 @@ def test_scheduler_and_two_worker_processes_write_the_same_file(sim, small_model
                 check=True)
         assert here.read_bytes() == there.read_bytes()
     finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _start_worker(address: str, tmp_path: Path) -> subprocess.Popen:
+    return subprocess.Popen(dask_command("worker", address, "--nthreads", "1", "--no-dashboard",
+                                         "--local-directory", str(tmp_path / "dask")),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=_tests_env())
+
+
+def _tests_env() -> dict:
+    """The environment of a scheduler or worker that unpickles this module's tasks."""
+    return dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=str(Path(__file__).parent))
+
+
+def _wait_for(text: str, caplog, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while text not in caplog.text and time.monotonic() < end:
+        time.sleep(0.1)
+    return text in caplog.text
+
+
+def test_a_scheduler_left_without_workers_says_so_and_goes_on_when_one_joins(
+        tmp_path, caplog, monkeypatch):
+    import dnaembed.execute.dask as dask_executor
+
+    monkeypatch.setattr(dask_executor, "WATCH_INTERVAL", 0.2)
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [subprocess.Popen(dask_command("scheduler", "--host", "127.0.0.1", "--port",
+                                           str(port), "--no-dashboard"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=_tests_env())]
+    log = logging.getLogger("dnaembed")  # the CLI's set-up stops it reaching the root
+    log.addHandler(caplog.handler)
+    try:
+        time.sleep(1.0)
+        procs.append(_start_worker(address, tmp_path))
+        with caplog.at_level("INFO", logger="dnaembed"), \
+                DaskExecutor(scheduler=address) as executor:
+            where = f"the Dask scheduler at {address}"
+            tasks = [(i, 0.3) for i in range(8)]
+            results = []
+            for number, _ in executor.map(_sleep_then_clock, tasks, desc="sleeps"):
+                results.append(number)
+                if number == 0:
+                    procs[1].kill()  # the only worker, mid-run
+                    procs[1].wait()
+                    assert _wait_for(f"{where} has no workers", caplog, 10), caplog.text
+                    procs.append(_start_worker(address, tmp_path))
+            assert results == list(range(8))
+            assert f"{where} has 1 worker again" in caplog.text
+    finally:
+        log.removeHandler(caplog.handler)
         for proc in reversed(procs):
             proc.terminate()
         for proc in procs:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import pickle
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -63,6 +64,8 @@ LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False,
                        "distributed.worker.memory.monitor-interval": "500ms"}
 #: Seconds to wait for a scheduler to answer, and for its first worker.
 CONNECT_TIMEOUT = 10
+#: Seconds between two looks at how many workers the scheduler has (:class:`_WorkerWatch`).
+WATCH_INTERVAL = 5.0
 
 #: Objects shared by every task on this worker, by name (filled by :class:`SharedObject`).
 _SHARED: dict[str, Any] = {}
@@ -168,6 +171,43 @@ class _Window:
             client.cancel(list(self.running))
 
 
+class _WorkerWatch:
+    """Logs when the scheduler is left without workers, and when workers come back.
+
+    Why: Dask keeps the tasks of a scheduler without workers until one joins (a lost
+    worker's tasks too), which is what a cluster whose workers are restarted or still
+    queued (dask-jobqueue) needs; but a run whose workers are all gone then waits with no
+    sign of why. A thread of its own asks every :data:`WATCH_INTERVAL` seconds.
+    """
+
+    def __init__(self, client, where: str) -> None:
+        self.client, self.where = client, where
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dnaembed-worker-watch",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from dnaembed.log import logger
+
+        had_workers = True
+        while not self._stopped.wait(WATCH_INTERVAL):
+            try:
+                workers = len(self.client.nthreads())
+            except Exception:  # noqa: BLE001 - a closing client: the run's own calls report it
+                continue
+            if had_workers and not workers:
+                logger.warning("%s has no workers: the tasks wait until one joins", self.where)
+            elif workers and not had_workers:
+                logger.info("%s has %d worker%s again", self.where, workers,
+                            "s" if workers > 1 else "")
+            had_workers = workers > 0
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=1.0)  # not held up by a scheduler slow to answer
+
+
 def _call_shared(fn: Callable, name: str, task: Any) -> Any:
     """On a worker: ``fn(shared object, task)``, and its CPU time (:func:`timed_call`)."""
     return timed_call(fn, _SHARED[name], task)
@@ -199,6 +239,10 @@ class DaskExecutor:
                     n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
                     memory_limit=memory_limit if memory_limit else "auto", host="127.0.0.1",
                     dashboard_address=None, silence_logs=logging.WARNING,
+                    # Its scheduler serves HTTP (health, metrics) even without a dashboard,
+                    # on 8787 unless told: a second run on the machine then printed Dask's
+                    # "Port 8787 is already in use" warning. Any free port instead.
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                 )
             self.client = Client(self.cluster)
             self.where = f"a LocalCluster on 127.0.0.1 ({workers} worker processes)"
@@ -209,6 +253,7 @@ class DaskExecutor:
         self.worker_count = len(threads)
         self.tasks_per_process = max(threads.values(), default=1)
         self.traffic = Traffic()
+        self._watch = _WorkerWatch(self.client, self.where)
 
     def describe(self) -> str:
         return f"{self.where}: {self.worker_count} workers, {self.workers} threads"
@@ -268,12 +313,15 @@ class DaskExecutor:
     def close(self) -> None:
         from dnaembed.log import logger
 
+        self._watch.stop()
         logger.info("%s: %s", self.describe(), self.traffic.describe())
         with contextlib.suppress(Exception):  # a diagnostic: a lost worker must not fail it
-            cpu = sum(self.client.run(time.process_time).values())
+            cpu = self.client.run(time.process_time)
             tasks = sum(self.traffic.cpu.values())
-            logger.info("worker processes: %.1fs of CPU since they started, %.1fs of it in "
-                        "this run's tasks", cpu, tasks)
+            # Only the workers there now answer: any lost during the run took their CPU
+            # with them, so the tasks' CPU may be more than theirs.
+            logger.info("worker processes (%d now): %.1fs of CPU since they started; this "
+                        "run's tasks %.1fs of CPU", len(cpu), sum(cpu.values()), tasks)
         for _, name in self._shared.values():
             # A closing cluster may already be gone.
             with contextlib.suppress(Exception):
