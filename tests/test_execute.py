@@ -188,6 +188,19 @@ def test_a_slow_first_task_does_not_hold_back_the_others(local_cluster):
     assert sum(done < head_done for _, done in results[1:]) >= 10
 
 
+@contextlib.contextmanager
+def _dnaembed_log(caplog):
+    """``caplog`` given the dnaembed logger's records from INFO up (the CLI's set-up stops
+    them reaching the root logger)."""
+    log = logging.getLogger("dnaembed")
+    log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level("INFO", logger="dnaembed"):
+            yield
+    finally:
+        log.removeHandler(caplog.handler)
+
+
 def _spin(seconds: float) -> float:
     """A task that keeps its worker's CPU busy for ``seconds``."""
     end = time.process_time() + seconds
@@ -197,14 +210,8 @@ def _spin(seconds: float) -> float:
 
 
 def test_closing_logs_the_workers_cpu_since_they_started(caplog):
-    log = logging.getLogger("dnaembed")  # the CLI's set-up stops it reaching the root
-    log.addHandler(caplog.handler)
-    try:
-        with caplog.at_level("INFO", logger="dnaembed"), \
-                DaskExecutor(workers=1, threads_per_worker=1) as executor:
-            assert list(executor.map(_spin, [0.5, 0.5], desc="spinning")) == [0.5, 0.5]
-    finally:
-        log.removeHandler(caplog.handler)
+    with _dnaembed_log(caplog), DaskExecutor(workers=1, threads_per_worker=1) as executor:
+        assert list(executor.map(_spin, [0.5, 0.5], desc="spinning")) == [0.5, 0.5]
     found = re.search(r"worker processes \(1 now\): ([0-9.]+)s of CPU since they started; "
                       r"this run's tasks ([0-9.]+)s of CPU", caplog.text)
     assert found, caplog.text
@@ -308,34 +315,16 @@ def dask_command(*args: str) -> list[str]:
     return [str(Path(sys.executable).with_name("dask")), *args]
 
 
-def test_scheduler_and_two_worker_processes_write_the_same_file(sim, small_model, tmp_path):
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    procs = [subprocess.Popen(dask_command("scheduler", "--host", "127.0.0.1", "--port",
-                                           str(port), "--no-dashboard"),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
-    try:
-        for _ in range(2):
-            procs.append(subprocess.Popen(
-                dask_command("worker", address, "--nthreads", "1", "--no-dashboard",
-                             "--local-directory", str(tmp_path / "dask")),
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
-        common = ["-m", str(small_model), "--partition-size", "256", "-q"]
-        here, there = tmp_path / "here.tsv", tmp_path / "there.tsv"
-        run_cli("cluster", f"{sim}.fastq.gz", "-o", str(here), *common, check=True)
-        run_cli("cluster", f"{sim}.fastq.gz", "-o", str(there), "--scheduler", address, *common,
-                check=True)
-        assert here.read_bytes() == there.read_bytes()
-    finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+def _tests_env() -> dict:
+    """The environment of a scheduler or worker that unpickles this module's tasks."""
+    return dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=str(Path(__file__).parent))
+
+
+def _start_scheduler(port: int) -> subprocess.Popen:
+    return subprocess.Popen(dask_command("scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                         "--no-dashboard"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=_tests_env())
 
 
 def _start_worker(address: str, tmp_path: Path) -> subprocess.Popen:
@@ -345,9 +334,32 @@ def _start_worker(address: str, tmp_path: Path) -> subprocess.Popen:
                             env=_tests_env())
 
 
-def _tests_env() -> dict:
-    """The environment of a scheduler or worker that unpickles this module's tasks."""
-    return dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=str(Path(__file__).parent))
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """The workers, then the scheduler: asked to stop, killed after 20 s."""
+    for proc in reversed(procs):
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_scheduler_and_two_worker_processes_write_the_same_file(sim, small_model, tmp_path):
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [_start_scheduler(port)]
+    try:
+        procs += [_start_worker(address, tmp_path) for _ in range(2)]
+        common = ["-m", str(small_model), "--partition-size", "256", "-q"]
+        here, there = tmp_path / "here.tsv", tmp_path / "there.tsv"
+        run_cli("cluster", f"{sim}.fastq.gz", "-o", str(here), *common, check=True)
+        run_cli("cluster", f"{sim}.fastq.gz", "-o", str(there), "--scheduler", address, *common,
+                check=True)
+        assert here.read_bytes() == there.read_bytes()
+    finally:
+        _stop(procs)
 
 
 def _wait_for(text: str, caplog, seconds: float) -> bool:
@@ -364,17 +376,11 @@ def test_a_scheduler_left_without_workers_says_so_and_goes_on_when_one_joins(
     monkeypatch.setattr(dask_executor, "WATCH_INTERVAL", 0.2)
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
-    procs = [subprocess.Popen(dask_command("scheduler", "--host", "127.0.0.1", "--port",
-                                           str(port), "--no-dashboard"),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env=_tests_env())]
-    log = logging.getLogger("dnaembed")  # the CLI's set-up stops it reaching the root
-    log.addHandler(caplog.handler)
+    procs = [_start_scheduler(port)]
     try:
         time.sleep(1.0)
         procs.append(_start_worker(address, tmp_path))
-        with caplog.at_level("INFO", logger="dnaembed"), \
-                DaskExecutor(scheduler=address) as executor:
+        with _dnaembed_log(caplog), DaskExecutor(scheduler=address) as executor:
             where = f"the Dask scheduler at {address}"
             tasks = [(i, 0.3) for i in range(8)]
             results = []
@@ -388,15 +394,7 @@ def test_a_scheduler_left_without_workers_says_so_and_goes_on_when_one_joins(
             assert results == list(range(8))
             assert f"{where} has 1 worker again" in caplog.text
     finally:
-        log.removeHandler(caplog.handler)
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(procs)
 
 
 def _frozen_objects() -> int:
