@@ -397,6 +397,27 @@ def test_a_scheduler_left_without_workers_says_so_and_goes_on_when_one_joins(
         _stop(procs)
 
 
+def test_a_scheduler_lost_mid_run_is_a_clean_error(tmp_path):
+    from dnaembed.errors import DnaembedError
+
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [_start_scheduler(port)]
+    try:
+        time.sleep(1.0)
+        procs.append(_start_worker(address, tmp_path))
+        with pytest.raises(DnaembedError, match=f"lost the connection to the Dask scheduler "
+                                                f"at {address}: the scheduler stopped"), \
+                DaskExecutor(scheduler=address) as executor:
+            for number, _ in executor.map(_sleep_then_clock, [(i, 0.3) for i in range(8)],
+                                          desc="sleeps"):
+                if number == 1:
+                    procs[0].kill()  # the scheduler, mid-run
+                    procs[0].wait()
+    finally:
+        _stop(procs)
+
+
 def _frozen_objects() -> int:
     import gc
 

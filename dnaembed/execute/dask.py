@@ -168,7 +168,10 @@ class _Window:
 
     def cancel(self, client) -> None:
         if self.running:
-            client.cancel(list(self.running))
+            # Cleanup on the way out: a client that lost its scheduler refuses it, and its
+            # error would hide the one that ended the run.
+            with contextlib.suppress(Exception):
+                client.cancel(list(self.running))
 
 
 class _WorkerWatch:
@@ -296,6 +299,14 @@ class DaskExecutor:
                 for result in window.ready(final=True):
                     yield result
                     bar.update(1)
+            except Exception as e:
+                if self.client.status == "running":
+                    raise
+                # A client that lost its scheduler cancels its futures, tries to reconnect
+                # and closes after 10 s: the run cannot go on, and it is not our error.
+                raise DnaembedError(f"lost the connection to {self.where}: the scheduler "
+                                    f"stopped or cannot be reached ({type(e).__name__})"
+                                    ) from None
             finally:
                 window.cancel(self.client)
 
