@@ -418,6 +418,24 @@ def test_a_scheduler_lost_mid_run_is_a_clean_error(tmp_path):
         _stop(procs)
 
 
+def _kill_own_worker(_: int) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_task_whose_workers_keep_dying_is_a_clean_error():
+    import dask
+
+    from dnaembed.errors import DnaembedError
+
+    # Dask gives a task up after its workers died allowed-failures + 1 times (3 + 1 by
+    # default, each a worker restart); 0 here, so the first death ends it.
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            DaskExecutor(workers=1, threads_per_worker=1) as executor, \
+            pytest.raises(DnaembedError, match="the workers running one of the dying tasks "
+                                               "died 1 time "):
+        list(executor.map(_kill_own_worker, [0], desc="dying"))
+
+
 def _frozen_objects() -> int:
     import gc
 

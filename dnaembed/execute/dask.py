@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import dask
+from distributed import KilledWorker
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from dnaembed.errors import DnaembedError
@@ -300,15 +301,30 @@ class DaskExecutor:
                     yield result
                     bar.update(1)
             except Exception as e:
-                if self.client.status == "running":
+                failure = self._cluster_failure(e, desc)
+                if failure is None:
                     raise
-                # A client that lost its scheduler cancels its futures, tries to reconnect
-                # and closes after 10 s: the run cannot go on, and it is not our error.
-                raise DnaembedError(f"lost the connection to {self.where}: the scheduler "
-                                    f"stopped or cannot be reached ({type(e).__name__})"
-                                    ) from None
+                raise failure from None
             finally:
                 window.cancel(self.client)
+
+    def _cluster_failure(self, e: Exception, desc: str) -> DnaembedError | None:
+        """The one-line error for a run that the cluster, not a task, ended with ``e``;
+        None for any other error (a task's own, raised as it is)."""
+        if isinstance(e, KilledWorker):
+            # Dask gives a task up once the workers running it died more than
+            # ``allowed-failures`` times: killed, or stopped by the nanny for memory.
+            deaths = e.allowed_failures + 1
+            return DnaembedError(
+                f"{self.where}: the workers running one of the {desc} tasks died {deaths} "
+                f"time{'s' if deaths > 1 else ''} (killed, or out of memory: a larger "
+                "--memory or a smaller --partition-size may fit)")
+        if self.client.status != "running":
+            # A client that lost its scheduler cancels its futures, tries to reconnect and
+            # closes after 10 s: the run cannot go on.
+            return DnaembedError(f"lost the connection to {self.where}: the scheduler "
+                                 f"stopped or cannot be reached ({type(e).__name__})")
+        return None
 
     def _submit(self, fn: Callable, shared_name: str | None, task: Any, key: str):
         if shared_name is None:
