@@ -369,53 +369,54 @@ def _wait_for(text: str, caplog, seconds: float) -> bool:
     return text in caplog.text
 
 
+@contextlib.contextmanager
+def _scheduler_and_worker(tmp_path: Path):
+    """A ``dask scheduler`` and one ``dask worker``: (address, [scheduler, worker]), the
+    list open to more processes, all stopped at the end."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [_start_scheduler(port)]
+    try:
+        time.sleep(1.0)
+        procs.append(_start_worker(address, tmp_path))
+        yield address, procs
+    finally:
+        _stop(procs)
+
+
 def test_a_scheduler_left_without_workers_says_so_and_goes_on_when_one_joins(
         tmp_path, caplog, monkeypatch):
     import dnaembed.execute.dask as dask_executor
 
     monkeypatch.setattr(dask_executor, "WATCH_INTERVAL", 0.2)
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    procs = [_start_scheduler(port)]
-    try:
-        time.sleep(1.0)
-        procs.append(_start_worker(address, tmp_path))
-        with _dnaembed_log(caplog), DaskExecutor(scheduler=address) as executor:
-            where = f"the Dask scheduler at {address}"
-            tasks = [(i, 0.3) for i in range(8)]
-            results = []
-            for number, _ in executor.map(_sleep_then_clock, tasks, desc="sleeps"):
-                results.append(number)
-                if number == 0:
-                    procs[1].kill()  # the only worker, mid-run
-                    procs[1].wait()
-                    assert _wait_for(f"{where} has no workers", caplog, 10), caplog.text
-                    procs.append(_start_worker(address, tmp_path))
-            assert results == list(range(8))
-            assert f"{where} has 1 worker again" in caplog.text
-    finally:
-        _stop(procs)
+    with _scheduler_and_worker(tmp_path) as (address, procs), _dnaembed_log(caplog), \
+            DaskExecutor(scheduler=address) as executor:
+        where = f"the Dask scheduler at {address}"
+        results = []
+        for number, _ in executor.map(_sleep_then_clock, [(i, 0.3) for i in range(8)],
+                                      desc="sleeps"):
+            results.append(number)
+            if number == 0:
+                procs[1].kill()  # the only worker, mid-run
+                procs[1].wait()
+                assert _wait_for(f"{where} has no workers", caplog, 10), caplog.text
+                procs.append(_start_worker(address, tmp_path))
+        assert results == list(range(8))
+        assert f"{where} has 1 worker again" in caplog.text
 
 
 def test_a_scheduler_lost_mid_run_is_a_clean_error(tmp_path):
     from dnaembed.errors import DnaembedError
 
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    procs = [_start_scheduler(port)]
-    try:
-        time.sleep(1.0)
-        procs.append(_start_worker(address, tmp_path))
-        with pytest.raises(DnaembedError, match=f"lost the connection to the Dask scheduler "
-                                                f"at {address}: the scheduler stopped"), \
-                DaskExecutor(scheduler=address) as executor:
-            for number, _ in executor.map(_sleep_then_clock, [(i, 0.3) for i in range(8)],
-                                          desc="sleeps"):
-                if number == 1:
-                    procs[0].kill()  # the scheduler, mid-run
-                    procs[0].wait()
-    finally:
-        _stop(procs)
+    lost = "lost the connection to the Dask scheduler at {}: the scheduler stopped"
+    with _scheduler_and_worker(tmp_path) as (address, procs), \
+            pytest.raises(DnaembedError, match=re.escape(lost.format(address))), \
+            DaskExecutor(scheduler=address) as executor:
+        for number, _ in executor.map(_sleep_then_clock, [(i, 0.3) for i in range(8)],
+                                      desc="sleeps"):
+            if number == 1:
+                procs[0].kill()  # the scheduler, mid-run
+                procs[0].wait()
 
 
 def _kill_own_worker(_: int) -> None:
