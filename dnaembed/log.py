@@ -112,6 +112,12 @@ def _heartbeat() -> None:
             logger.info("%s", status_line(), extra={"heartbeat": True})
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun``, plural (``plural``, or ``noun`` + "s") unless ``n`` is 1:
+    "1 worker", "2 workers", "1,024 tasks"."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {plural or noun + 's'}"
+
+
 def _duration(seconds: float) -> str:
     minutes, s = divmod(int(seconds), 60)
     hours, m = divmod(minutes, 60)

@@ -212,6 +212,8 @@ def _spin(seconds: float) -> float:
 def test_closing_logs_the_workers_cpu_since_they_started(caplog):
     with _dnaembed_log(caplog), DaskExecutor(workers=1, threads_per_worker=1) as executor:
         assert list(executor.map(_spin, [0.5, 0.5], desc="spinning")) == [0.5, 0.5]
+    assert "a LocalCluster on 127.0.0.1 (1 worker process): 1 worker, 1 thread: 2 tasks: " \
+        in caplog.text
     found = re.search(r"worker processes \(1 now\): ([0-9.]+)s of CPU since they started; "
                       r"this run's tasks ([0-9.]+)s of CPU", caplog.text)
     assert found, caplog.text
@@ -327,9 +329,9 @@ def _start_scheduler(port: int) -> subprocess.Popen:
                             env=_tests_env())
 
 
-def _start_worker(address: str, tmp_path: Path) -> subprocess.Popen:
+def _start_worker(address: str, tmp_path: Path, *options: str) -> subprocess.Popen:
     return subprocess.Popen(dask_command("worker", address, "--nthreads", "1", "--no-dashboard",
-                                         "--local-directory", str(tmp_path / "dask")),
+                                         "--local-directory", str(tmp_path / "dask"), *options),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=_tests_env())
 
@@ -370,7 +372,7 @@ def _wait_for(text: str, caplog, seconds: float) -> bool:
 
 
 @contextlib.contextmanager
-def _scheduler_and_worker(tmp_path: Path):
+def _scheduler_and_worker(tmp_path: Path, *worker_options: str):
     """A ``dask scheduler`` and one ``dask worker``: (address, [scheduler, worker]), the
     list open to more processes, all stopped at the end."""
     port = free_port()
@@ -378,7 +380,7 @@ def _scheduler_and_worker(tmp_path: Path):
     procs = [_start_scheduler(port)]
     try:
         time.sleep(1.0)
-        procs.append(_start_worker(address, tmp_path))
+        procs.append(_start_worker(address, tmp_path, *worker_options))
         yield address, procs
     finally:
         _stop(procs)
@@ -402,10 +404,47 @@ def test_a_scheduler_left_without_workers_says_so_and_goes_on_when_one_joins(
                 assert _wait_for(f"{where} has no workers", caplog, 10), caplog.text
                 procs.append(_start_worker(address, tmp_path))
         assert results == list(range(8))
+        assert f"{where}: 1 worker left (0 now); Dask runs its unfinished tasks again" \
+            in caplog.text
         assert f"{where} has 1 worker again" in caplog.text
 
 
-def test_a_scheduler_lost_mid_run_is_a_clean_error(tmp_path):
+def _fill_worker_memory(task: tuple[int, float]) -> int:
+    """Task ``number``: with ``seconds``, fills its worker's memory to 90% of its limit
+    (past Dask's pause threshold, 80%, short of its restart, 95%) for that long."""
+    import psutil
+    from distributed import get_worker
+
+    number, seconds = task
+    if seconds:
+        limit = get_worker().memory_manager.memory_limit
+        block = np.ones(int(0.9 * limit) - psutil.Process().memory_info().rss, dtype=np.uint8)
+        time.sleep(seconds)
+        del block
+    return number
+
+
+def test_workers_below_the_budget_or_all_paused_for_memory_are_reported(
+        tmp_path, caplog, monkeypatch):
+    import dnaembed.execute.dask as dask_executor
+
+    monkeypatch.setattr(dask_executor, "WATCH_INTERVAL", 0.2)
+    with _scheduler_and_worker(tmp_path, "--memory-limit", "1GiB") as (address, _), \
+            _dnaembed_log(caplog), \
+            DaskExecutor(scheduler=address, memory_limit=2 << 30) as executor:
+        where = f"the Dask scheduler at {address}"
+        assert f"{where}: its worker has a memory limit of 1,024 MiB, below --memory (2,048 MiB)" \
+            in caplog.text
+        tasks = [(0, 3.0), (1, 0.0), (2, 0.0)]
+        assert list(executor.map(_fill_worker_memory, tasks, desc="filling")) == [0, 1, 2]
+        assert _wait_for(f"{where}: workers take tasks again", caplog, 10), caplog.text
+    assert f"{where}: its worker is paused for memory, past Dask's pause threshold (one at " \
+        in caplog.text
+    assert "MiB of its 1,024 MiB limit): the tasks wait until one has memory free" \
+        in caplog.text
+
+
+def test_a_scheduler_lost_mid_run_is_a_clean_error(tmp_path, caplog):
     from dnaembed.errors import DnaembedError
 
     lost = "lost the connection to the Dask scheduler at {}: the scheduler stopped"
@@ -417,6 +456,9 @@ def test_a_scheduler_lost_mid_run_is_a_clean_error(tmp_path):
             if number == 1:
                 procs[0].kill()  # the scheduler, mid-run
                 procs[0].wait()
+    # Dask's own error for it, logged as the client gives up, would come before ours.
+    time.sleep(1.0)
+    assert "Failed to reconnect" not in caplog.text
 
 
 def _kill_own_worker(_: int) -> None:

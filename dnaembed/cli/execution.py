@@ -76,7 +76,7 @@ def open_executor(workers: int | None, scheduler: str | None, threads: int,
     if scheduler is not None:
         from dnaembed.execute.dask import DaskExecutor
 
-        return DaskExecutor(scheduler=scheduler)
+        return DaskExecutor(scheduler=scheduler, memory_limit=memory)
     if workers is not None:
         from dnaembed.execute.dask import DaskExecutor
 

@@ -37,7 +37,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from dnaembed.errors import DnaembedError
 from dnaembed.execute.traffic import Traffic, payload_bytes, timed_call
-from dnaembed.log import progress_bar
+from dnaembed.log import counted, progress_bar
 
 #: Tasks in flight per worker thread.
 AHEAD_PER_THREAD = 2
@@ -176,12 +176,15 @@ class _Window:
 
 
 class _WorkerWatch:
-    """Logs when the scheduler is left without workers, and when workers come back.
+    """Logs when workers leave (killed, or restarted by their nanny for memory), when no
+    worker can take tasks (none left, or all paused for memory), and when one can again.
 
     Why: Dask keeps the tasks of a scheduler without workers until one joins (a lost
     worker's tasks too), which is what a cluster whose workers are restarted or still
-    queued (dask-jobqueue) needs; but a run whose workers are all gone then waits with no
-    sign of why. A thread of its own asks every :data:`WATCH_INTERVAL` seconds.
+    queued (dask-jobqueue) needs; and a worker past its memory's pause threshold (80% of
+    ``--memory-limit`` by default) takes no task until its memory drops, which it may never
+    do. Either way a run then waits with no sign of why. A thread of its own asks every
+    :data:`WATCH_INTERVAL` seconds.
     """
 
     def __init__(self, client, where: str) -> None:
@@ -194,22 +197,69 @@ class _WorkerWatch:
     def _run(self) -> None:
         from dnaembed.log import logger
 
-        had_workers = True
+        state, known = "working", self._workers()
         while not self._stopped.wait(WATCH_INTERVAL):
-            try:
-                workers = len(self.client.nthreads())
-            except Exception:  # noqa: BLE001 - a closing client: the run's own calls report it
+            workers = self._workers()
+            if workers is None:
                 continue
-            if had_workers and not workers:
-                logger.warning("%s has no workers: the tasks wait until one joins", self.where)
-            elif workers and not had_workers:
-                logger.info("%s has %d worker%s again", self.where, workers,
-                            "s" if workers > 1 else "")
-            had_workers = workers > 0
+            left = len(known - workers.keys()) if known is not None else 0
+            if left:
+                logger.info("%s: %s left (%d now); Dask runs %s unfinished tasks again",
+                            self.where, counted(left, "worker"), len(workers),
+                            "its" if left == 1 else "their")
+            known = set(workers)
+            state = self._report(state, workers)
+
+    def _workers(self) -> dict | None:
+        """The scheduler's workers (address -> what it knows of each), None if it did not
+        answer."""
+        try:
+            return self.client.scheduler_info()["workers"]
+        except Exception:  # noqa: BLE001 - a closing client: the run's own calls report it
+            return None
+
+    def _report(self, state: str, workers: dict) -> str:
+        """Logs a change of state (``working``, ``none`` or ``paused``); the new state."""
+        from dnaembed.log import logger
+
+        paused = [w for w in workers.values() if w.get("status") == "paused"]
+        now = "none" if not workers else "paused" if len(paused) == len(workers) else "working"
+        if now == state:
+            return now
+        if now == "none":
+            logger.warning("%s has no workers: the tasks wait until one joins", self.where)
+        elif now == "paused":
+            logger.warning(
+                "%s: %s paused for memory, past Dask's pause threshold (%s): the tasks wait "
+                "until one has memory free; workers with more memory (dask worker "
+                "--memory-limit) or a smaller --memory here may fit", self.where,
+                "its worker is" if len(workers) == 1 else f"all {len(workers)} workers are",
+                _memory_of(paused[0]))
+        elif state == "none":
+            logger.info("%s has %s again", self.where, counted(len(workers), "worker"))
+        else:
+            logger.info("%s: workers take tasks again", self.where)
+        return now
 
     def stop(self) -> None:
         self._stopped.set()
         self._thread.join(timeout=1.0)  # not held up by a scheduler slow to answer
+
+
+def _not_reconnect_failure(record: logging.LogRecord) -> bool:
+    """False for Dask's "Failed to reconnect to scheduler" error: a run that lost its
+    scheduler ends with its own one-line error (:meth:`DaskExecutor._cluster_failure`),
+    and Dask's, logged from its event loop as the client closes, came first."""
+    return not str(record.msg).startswith("Failed to reconnect to scheduler")
+
+
+def _memory_of(worker: dict) -> str:
+    """A paused worker's memory for the log, from the scheduler's view of it."""
+    used = worker.get("metrics", {}).get("memory")
+    limit = worker.get("memory_limit")
+    if not used or not limit:
+        return "its memory not known"
+    return f"one at {used / 2**20:,.0f} MiB of its {limit / 2**20:,.0f} MiB limit"
 
 
 def _call_shared(fn: Callable, name: str, task: Any) -> Any:
@@ -218,7 +268,10 @@ def _call_shared(fn: Callable, name: str, task: Any) -> Any:
 
 
 class DaskExecutor:
-    """Tasks on Dask: a new LocalCluster (``workers``) or the one at ``scheduler``."""
+    """Tasks on Dask: a new LocalCluster (``workers``) or the one at ``scheduler``.
+
+    ``memory_limit`` (``--memory``): each LocalCluster worker's limit; with ``scheduler``,
+    what the tasks are planned for, checked against the workers' own limits."""
 
     kind = "dask"
     #: Tasks run in worker processes (see :attr:`InlineExecutor.shares_interpreter`).
@@ -229,6 +282,9 @@ class DaskExecutor:
         from distributed import Client, LocalCluster
 
         self.cluster = None
+        client_log = logging.getLogger("distributed.client")
+        if _not_reconnect_failure not in client_log.filters:
+            client_log.addFilter(_not_reconnect_failure)
         self._shared: dict[int, tuple[Any, str]] = {}  # id(object) -> (object, plugin name)
         if scheduler is not None:
             try:
@@ -237,6 +293,8 @@ class DaskExecutor:
             except (OSError, TimeoutError) as e:
                 raise DnaembedError(f"cannot use the Dask scheduler at {scheduler}: {e}") from None
             self.where = f"the Dask scheduler at {scheduler}"
+            if memory_limit:
+                self._check_worker_memory(memory_limit)
         else:
             with dask.config.set(LOCAL_WORKER_CONFIG):  # the nannies copy it to their workers
                 self.cluster = LocalCluster(
@@ -249,7 +307,8 @@ class DaskExecutor:
                     scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                 )
             self.client = Client(self.cluster)
-            self.where = f"a LocalCluster on 127.0.0.1 ({workers} worker processes)"
+            processes = counted(workers, "worker process", "worker processes")
+            self.where = f"a LocalCluster on 127.0.0.1 ({processes})"
         self.client.register_plugin(AllocatorSettings(), name=AllocatorSettings.name)
         self.client.register_plugin(ImportsAhead(), name=ImportsAhead.name)
         threads = self.client.nthreads()
@@ -259,8 +318,27 @@ class DaskExecutor:
         self.traffic = Traffic()
         self._watch = _WorkerWatch(self.client, self.where)
 
+    def _check_worker_memory(self, budget: int) -> None:
+        """Warns when a worker of an existing cluster has a memory limit below ``budget``
+        (``--memory``, what the tasks are planned for): Dask pauses a worker at 80% of its
+        limit and restarts it at 95%."""
+        from dnaembed.log import logger
+
+        limits = [w.get("memory_limit") or 0 for w in
+                  self.client.scheduler_info()["workers"].values()]
+        below = [limit for limit in limits if 0 < limit < budget]
+        if not below:
+            return
+        whose = ("its worker has a memory limit of" if len(limits) == 1 else
+                 f"{len(below)} of its {len(limits)} workers have memory limits down to")
+        logger.warning("%s: %s %s MiB, below --memory (%s MiB): the tasks may pause or restart "
+                       "them (start the workers with a --memory-limit of at least --memory, or "
+                       "give a smaller --memory)", self.where, whose,
+                       f"{min(below) / 2**20:,.0f}", f"{budget / 2**20:,.0f}")
+
     def describe(self) -> str:
-        return f"{self.where}: {self.worker_count} workers, {self.workers} threads"
+        return (f"{self.where}: {counted(self.worker_count, 'worker')}, "
+                f"{counted(self.workers, 'thread')}")
 
     def _share(self, obj: Any) -> str:
         """Register ``obj`` with every worker once; its plugin name."""
@@ -316,8 +394,8 @@ class DaskExecutor:
             # ``allowed-failures`` times: killed, or stopped by the nanny for memory.
             deaths = e.allowed_failures + 1
             return DnaembedError(
-                f"{self.where}: the workers running one of the {desc} tasks died {deaths} "
-                f"time{'s' if deaths > 1 else ''} (killed, or out of memory: a larger "
+                f"{self.where}: the workers running one of the {desc} tasks died "
+                f"{counted(deaths, 'time')} (killed, or out of memory: a larger "
                 "--memory or a smaller --partition-size may fit)")
         if self.client.status != "running":
             # A client that lost its scheduler cancels its futures, tries to reconnect and

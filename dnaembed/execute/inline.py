@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from dnaembed.execute.traffic import Traffic, payload_bytes, timed_call
-from dnaembed.log import available_cores, blas_on_one_thread, progress_bar
+from dnaembed.log import available_cores, blas_on_one_thread, counted, progress_bar
 
 #: Tasks submitted ahead of the oldest unfinished one, per thread.
 AHEAD_PER_THREAD = 2
@@ -39,7 +39,7 @@ class InlineExecutor:
         self._restore_blas = blas_on_one_thread() if self._pool is not None else None
 
     def describe(self) -> str:
-        return f"this process, {self.workers} thread{'s' if self.workers > 1 else ''}"
+        return f"this process, {counted(self.workers, 'thread')}"
 
     def map(self, fn: Callable, tasks: Iterable, *, shared: Any = None, desc: str = "tasks",
             unit: str = "task") -> Iterator:
@@ -49,7 +49,7 @@ class InlineExecutor:
         def call(task):
             return timed_call(fn, *args, task)
 
-        def counted(tasks):
+        def tallied(tasks):
             for task in tasks:
                 self.traffic.sent += payload_bytes(task)
                 self.traffic.tasks += 1
@@ -64,13 +64,13 @@ class InlineExecutor:
 
         with progress_bar(unit=f" {unit}s", desc=desc) as bar:
             if self._pool is None:
-                for task in counted(tasks):
+                for task in tallied(tasks):
                     yield back(call(task))
                 return
             pending: deque[Future] = deque()
             ahead = AHEAD_PER_THREAD * self.workers
             try:
-                for task in counted(tasks):
+                for task in tallied(tasks):
                     pending.append(self._pool.submit(call, task))
                     while len(pending) > ahead:
                         yield back(pending.popleft().result())

@@ -15,6 +15,8 @@ import dataclasses
 
 import numpy as np
 
+from dnaembed.log import counted
+
 
 def payload_bytes(obj, _depth: int = 0) -> int:
     """Bytes of the numpy arrays in ``obj`` (a dataclass, tuple, list or array), recursively."""
@@ -47,8 +49,8 @@ class Traffic:
         return ", ".join(f"{kind} {seconds:.1f}s" for kind, seconds in self.cpu.items())
 
     def describe(self) -> str:
-        return (f"{self.tasks:,} tasks: {self.sent / 2**20:,.1f} MB of arrays to the workers, "
-                f"{self.received / 2**20:,.1f} MB back")
+        return (f"{counted(self.tasks, 'task')}: {self.sent / 2**20:,.1f} MB of arrays to the "
+                f"workers, {self.received / 2**20:,.1f} MB back")
 
 
 def timed_call(fn, *args):
