@@ -209,6 +209,21 @@ def _spin(seconds: float) -> float:
     return seconds
 
 
+def _ignores_sigint() -> bool:
+    return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def test_local_workers_are_left_to_their_client_on_ctrl_c(local_cluster):
+    # Ctrl-C in a terminal reaches the LocalCluster's worker processes too; each died with
+    # a KeyboardInterrupt traceback. The client, interrupted, closes the cluster instead.
+    workers = local_cluster.client.run(os.getpid)
+    for pid in workers.values():
+        os.kill(pid, signal.SIGINT)
+    time.sleep(1.0)
+    assert local_cluster.client.run(os.getpid) == workers  # the same processes, alive
+    assert [n for n, _ in local_cluster.map(_sleep_then_clock, [(1, 0.0), (2, 0.0)])] == [1, 2]
+
+
 def test_closing_logs_the_workers_cpu_since_they_started(caplog):
     with _dnaembed_log(caplog), DaskExecutor(workers=1, threads_per_worker=1) as executor:
         assert list(executor.map(_spin, [0.5, 0.5], desc="spinning")) == [0.5, 0.5]
@@ -435,6 +450,8 @@ def test_workers_below_the_budget_or_all_paused_for_memory_are_reported(
         where = f"the Dask scheduler at {address}"
         assert f"{where}: its worker has a memory limit of 1,024 MiB, below --memory (2,048 MiB)" \
             in caplog.text
+        # Workers of a cluster of one's own keep their signals.
+        assert not any(executor.client.run(_ignores_sigint).values())
         tasks = [(0, 3.0), (1, 0.0), (2, 0.0)]
         assert list(executor.map(_fill_worker_memory, tasks, desc="filling")) == [0, 1, 2]
         assert _wait_for(f"{where}: workers take tasks again", caplog, 10), caplog.text

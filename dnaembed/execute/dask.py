@@ -108,6 +108,35 @@ class AllocatorSettings(WorkerPlugin):
         set_allocator_thresholds(32 << 20, 64 << 20)
 
 
+class StoppedByClient(WorkerPlugin):
+    """A LocalCluster's worker, which its client stops: it ignores SIGINT and does not
+    warn of the tasks that the stop cancels.
+
+    Why: Ctrl-C in a terminal reaches every process of the foreground group, the workers
+    that a LocalCluster spawned too, and each printed a KeyboardInterrupt traceback beside
+    the client's one-line "aborted" as it died; and closing the cluster under running
+    tasks had each worker log Dask's "Async instruction for <Task cancelled ...> ended
+    with CancelledError". The client, interrupted, closes the cluster, which stops the
+    workers. Workers of a cluster of your own keep their signals and their log.
+    """
+
+    name = "dnaembed-stopped-by-client"
+
+    def setup(self, worker) -> None:
+        import signal
+
+        with contextlib.suppress(ValueError):  # signals are set from the main thread only
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        state_log = logging.getLogger("distributed.worker.state_machine")
+        if _not_cancelled_instruction not in state_log.filters:
+            state_log.addFilter(_not_cancelled_instruction)
+
+
+def _not_cancelled_instruction(record: logging.LogRecord) -> bool:
+    """False for Dask's warning on a worker's task cancelled as its cluster closes."""
+    return not str(record.msg).endswith("ended with CancelledError")
+
+
 class ImportsAhead(WorkerPlugin):
     """Has each worker (now or later) import what the tasks use, torch with the model's
     modules and faiss, on a thread of its own as it joins: its tasks wait for what is not
@@ -309,8 +338,12 @@ class DaskExecutor:
             self.client = Client(self.cluster)
             processes = counted(workers, "worker process", "worker processes")
             self.where = f"a LocalCluster on 127.0.0.1 ({processes})"
-        self.client.register_plugin(AllocatorSettings(), name=AllocatorSettings.name)
-        self.client.register_plugin(ImportsAhead(), name=ImportsAhead.name)
+        plugins = [AllocatorSettings(), ImportsAhead()]
+        if self.cluster is not None:
+            plugins.append(StoppedByClient())
+        for plugin in plugins:
+            self.client.register_plugin(plugin, name=plugin.name)
+        self._plugin_names = [plugin.name for plugin in plugins]
         threads = self.client.nthreads()
         self.workers = max(1, sum(threads.values()))
         self.worker_count = len(threads)
@@ -432,7 +465,7 @@ class DaskExecutor:
             with contextlib.suppress(Exception):
                 self.client.unregister_worker_plugin(name)
         self._shared.clear()
-        for name in (AllocatorSettings.name, ImportsAhead.name):
+        for name in self._plugin_names:
             with contextlib.suppress(Exception):
                 self.client.unregister_worker_plugin(name)
         self.client.close()
