@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 from conftest import run_cli
 
@@ -60,6 +64,37 @@ def test_a_closed_pipe_exits_141_without_a_message(reads):
     proc = _pipeline(f"{dnaembed} consensus {reads} {reads.with_name('s.truth.tsv')} -q "
                      "| head -n 0")
     assert proc.returncode == 141 and proc.stderr == b"", proc.stderr
+
+
+@pytest.mark.parametrize("where", [[], ["--workers", "1"]], ids=["here", "local-cluster"])
+def test_sigterm_stops_a_run_with_one_line_and_cleans_up(reads, tmp_path, where):
+    # A job scheduler's cancel, `timeout` or `kill`: by default SIGTERM ended the process on
+    # the spot and left its --tmpdir files (a cancelled job's spilled reads and vectors).
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "dnaembed", "cluster", "-", "-o",
+                             str(tmp_path / "c.tsv"), "--tmpdir", str(tmp), *where],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, DNAEMBED_NO_PROGRESS="1"))
+    try:
+        proc.stdin.write(gzip.decompress(reads.read_bytes())[:2000])  # then it waits for more
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (list(tmp.iterdir()) and (
+                not where or psutil.Process(proc.pid).children(recursive=True))):
+            time.sleep(0.2)
+        helpers = psutil.Process(proc.pid).children(recursive=True)
+        assert list(tmp.iterdir()) and (helpers or not where)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1].decode()
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and err.splitlines()[-1] == "dnaembed: terminated", err
+    assert "Traceback" not in err
+    assert list(tmp.iterdir()) == [] and not (tmp_path / "c.tsv").exists()
+    _, alive = psutil.wait_procs(helpers, timeout=15)  # the worker, Dask's resource tracker
+    assert not alive, [p.cmdline() for p in alive]
 
 
 def test_batch_logs_have_a_line_every_interval_and_go_to_log_file(reads, tmp_path):

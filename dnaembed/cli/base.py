@@ -4,8 +4,10 @@ Conventions shared by every command: ``-o/--output``, ``--seed``, ``-q/--quiet``
 ``-v/--verbose``, ``-t/--threads``, ``--log FILE``; logs and progress on stderr,
 results in files or on stdout; exit 0 on success, 1 on an error (one line, no
 traceback), 2 on a usage error; a closed output pipe (``| head``) ends the
-command quietly with status 141, as shell tools do. Every command's help ends
-with examples (:mod:`.examples`).
+command quietly with status 141, as shell tools do. Ctrl-C (130) and SIGTERM (143: a job
+scheduler's cancel, ``timeout``, ``kill``) end it with one line, after the clean-up an
+error gets: no output, temporary files removed, worker processes stopped. Every
+command's help ends with examples (:mod:`.examples`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import functools
 import os
 import re
+import signal
 import sys
+import threading
 import traceback
 
 import click
@@ -26,8 +30,24 @@ from dnaembed.log import close_log, configure
 EXIT_BROKEN_PIPE = 141
 
 
+#: Exit status when stopped by SIGTERM (128 + SIGTERM), as a shell reports it.
+EXIT_TERMINATED = 143
+
+
 class ClosedPipe(Exception):
     """Our standard output was closed by its reader (not an OSError: click would catch it)."""
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived. Raised in the main thread, as Ctrl-C raises KeyboardInterrupt, so
+    that the clean-up on the way out runs (by default SIGTERM ends the process on the spot,
+    and a cancelled job left its spilled reads and vectors in --tmpdir). A BaseException,
+    so that no ``except Exception`` takes it for an error of its own."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one stops the process at once
+    raise Terminated()
 
 
 def common_options(func):
@@ -218,8 +238,22 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the CLI and maps errors to one line and an exit status."""
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _on_sigterm) if on_main_thread else None
+    try:
+        _run(argv)
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _run(argv: list[str] | None) -> None:
+    """:func:`main` within its signal handling."""
     try:
         code = cli.main(args=argv, prog_name="dnaembed", standalone_mode=False)
+    except Terminated:
+        print("dnaembed: terminated", file=sys.stderr)
+        sys.exit(EXIT_TERMINATED)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
