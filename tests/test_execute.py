@@ -461,6 +461,32 @@ def test_workers_below_the_budget_or_all_paused_for_memory_are_reported(
         in caplog.text
 
 
+#: A ``dask worker`` (no nanny: this process) in an environment without dnaembed.
+_WORKER_WITHOUT_DNAEMBED = ("import sys; sys.modules['dnaembed'] = None; "
+                            "from distributed.cli.dask_worker import main; main()")
+
+
+def test_a_worker_without_dnaembed_is_refused_in_one_line(tmp_path):
+    from distributed import Client
+
+    with _scheduler_and_worker(tmp_path) as (address, procs):
+        procs.append(subprocess.Popen(
+            [sys.executable, "-c", _WORKER_WITHOUT_DNAEMBED, address, "--nthreads", "1",
+             "--no-nanny", "--no-dashboard", "--local-directory", str(tmp_path / "bare")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+            env=dict(os.environ, PYTHONWARNINGS="ignore")))
+        with Client(address) as client:
+            client.wait_for_workers(2, timeout=30)
+        proc = run_cli("cluster", "-", "-o", str(tmp_path / "c.tsv"), "--scheduler", address,
+                       stdin=b"@r1\nACGT\n+\nIIII\n")
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and len(err.strip().splitlines()) == 1, err
+    assert re.match(rf"dnaembed: error: the Dask scheduler at {address}: worker tcp://[\d.:]+ "
+                    r"cannot import dnaembed \(.*\); install dnaembed [\w.]+, the version here, "
+                    r"on every worker$", err.strip()), err
+    assert not (tmp_path / "c.tsv").exists()
+
+
 def test_a_scheduler_lost_mid_run_is_a_clean_error(tmp_path, caplog):
     from dnaembed.errors import DnaembedError
 

@@ -275,6 +275,13 @@ class _WorkerWatch:
         self._thread.join(timeout=1.0)  # not held up by a scheduler slow to answer
 
 
+def _dnaembed_version() -> str:
+    """On a worker: dnaembed's version there (one without dnaembed fails to unpickle this)."""
+    from dnaembed import __version__
+
+    return __version__
+
+
 def _not_reconnect_failure(record: logging.LogRecord) -> bool:
     """False for Dask's "Failed to reconnect to scheduler" error: a run that lost its
     scheduler ends with its own one-line error (:meth:`DaskExecutor._cluster_failure`),
@@ -322,6 +329,11 @@ class DaskExecutor:
             except (OSError, TimeoutError) as e:
                 raise DnaembedError(f"cannot use the Dask scheduler at {scheduler}: {e}") from None
             self.where = f"the Dask scheduler at {scheduler}"
+            try:
+                self._check_workers_dnaembed()
+            except DnaembedError:
+                self.client.close()
+                raise
             if memory_limit:
                 self._check_worker_memory(memory_limit)
         else:
@@ -350,6 +362,23 @@ class DaskExecutor:
         self.tasks_per_process = max(threads.values(), default=1)
         self.traffic = Traffic()
         self._watch = _WorkerWatch(self.client, self.where)
+
+    def _check_workers_dnaembed(self) -> None:
+        """Refuses workers of an existing cluster without dnaembed, or with another version.
+
+        Why: the tasks are dnaembed's functions, and a worker without it failed the first
+        one with an internal error (ModuleNotFoundError from Dask's unpickling); another
+        version may compute other bytes."""
+        from dnaembed import __version__
+
+        versions = self.client.run(_dnaembed_version, on_error="return")
+        for worker, version in sorted(versions.items()):
+            if version != __version__:
+                found = (f"cannot import dnaembed ({version})"
+                         if isinstance(version, Exception) else f"has dnaembed {version}")
+                raise DnaembedError(
+                    f"{self.where}: worker {worker} {found}; install dnaembed {__version__}, "
+                    "the version here, on every worker")
 
     def _check_worker_memory(self, budget: int) -> None:
         """Warns when a worker of an existing cluster has a memory limit below ``budget``
