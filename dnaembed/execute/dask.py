@@ -315,41 +315,15 @@ class DaskExecutor:
 
     def __init__(self, *, workers: int | None = None, scheduler: str | None = None,
                  threads_per_worker: int = 1, memory_limit: int | None = None) -> None:
-        from distributed import Client, LocalCluster
-
         self.cluster = None
         client_log = logging.getLogger("distributed.client")
         if _not_reconnect_failure not in client_log.filters:
             client_log.addFilter(_not_reconnect_failure)
         self._shared: dict[int, tuple[Any, str]] = {}  # id(object) -> (object, plugin name)
         if scheduler is not None:
-            try:
-                self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
-                self.client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
-            except (OSError, TimeoutError) as e:
-                raise DnaembedError(f"cannot use the Dask scheduler at {scheduler}: {e}") from None
-            self.where = f"the Dask scheduler at {scheduler}"
-            try:
-                self._check_workers_dnaembed()
-            except DnaembedError:
-                self.client.close()
-                raise
-            if memory_limit:
-                self._check_worker_memory(memory_limit)
+            self._connect(scheduler, memory_limit)
         else:
-            with dask.config.set(LOCAL_WORKER_CONFIG):  # the nannies copy it to their workers
-                self.cluster = LocalCluster(
-                    n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
-                    memory_limit=memory_limit if memory_limit else "auto", host="127.0.0.1",
-                    dashboard_address=None, silence_logs=logging.WARNING,
-                    # Its scheduler serves HTTP (health, metrics) even without a dashboard,
-                    # on 8787 unless told: a second run on the machine then printed Dask's
-                    # "Port 8787 is already in use" warning. Any free port instead.
-                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                )
-            self.client = Client(self.cluster)
-            processes = counted(workers, "worker process", "worker processes")
-            self.where = f"a LocalCluster on 127.0.0.1 ({processes})"
+            self._start_local(workers, threads_per_worker, memory_limit)
         plugins = [AllocatorSettings(), ImportsAhead()]
         if self.cluster is not None:
             plugins.append(StoppedByClient())
@@ -362,6 +336,43 @@ class DaskExecutor:
         self.tasks_per_process = max(threads.values(), default=1)
         self.traffic = Traffic()
         self._watch = _WorkerWatch(self.client, self.where)
+
+    def _connect(self, scheduler: str, memory_limit: int | None) -> None:
+        """A client of the cluster at ``scheduler``, once a worker fit for the run is there."""
+        from distributed import Client
+
+        try:
+            self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+            self.client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+        except (OSError, TimeoutError) as e:
+            raise DnaembedError(f"cannot use the Dask scheduler at {scheduler}: {e}") from None
+        self.where = f"the Dask scheduler at {scheduler}"
+        try:
+            self._check_workers_dnaembed()
+        except DnaembedError:
+            self.client.close()
+            raise
+        if memory_limit:
+            self._check_worker_memory(memory_limit)
+
+    def _start_local(self, workers: int, threads_per_worker: int,
+                     memory_limit: int | None) -> None:
+        """A LocalCluster of ``workers`` processes on 127.0.0.1, and its client."""
+        from distributed import Client, LocalCluster
+
+        with dask.config.set(LOCAL_WORKER_CONFIG):  # the nannies copy it to their workers
+            self.cluster = LocalCluster(
+                n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
+                memory_limit=memory_limit if memory_limit else "auto", host="127.0.0.1",
+                dashboard_address=None, silence_logs=logging.WARNING,
+                # Its scheduler serves HTTP (health, metrics) even without a dashboard,
+                # on 8787 unless told: a second run on the machine then printed Dask's
+                # "Port 8787 is already in use" warning. Any free port instead.
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+            )
+        self.client = Client(self.cluster)
+        processes = counted(workers, "worker process", "worker processes")
+        self.where = f"a LocalCluster on 127.0.0.1 ({processes})"
 
     def _check_workers_dnaembed(self) -> None:
         """Refuses workers of an existing cluster without dnaembed, or with another version.
