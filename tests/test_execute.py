@@ -517,8 +517,9 @@ def test_a_task_whose_workers_keep_dying_is_a_clean_error():
     # default, each a worker restart); 0 here, so the first death ends it.
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
             DaskExecutor(workers=1, threads_per_worker=1) as executor, \
-            pytest.raises(DnaembedError, match="the workers running one of the dying tasks "
-                                               "died 1 time "):
+            pytest.raises(DnaembedError, match=re.escape(
+                "the workers running one of the dying tasks died 1 time (killed, or out of "
+                "memory: a larger --memory or a smaller --partition-size may fit)")):
         list(executor.map(_kill_own_worker, [0], desc="dying"))
 
 

@@ -466,10 +466,13 @@ class DaskExecutor:
             # Dask gives a task up once the workers running it died more than
             # ``allowed-failures`` times: killed, or stopped by the nanny for memory.
             deaths = e.allowed_failures + 1
+            # A LocalCluster's workers have --memory; others, what they were started with.
+            more = ("a larger --memory" if self.cluster is not None else
+                    "workers with more memory (dask worker --memory-limit)")
             return DnaembedError(
                 f"{self.where}: the workers running one of the {desc} tasks died "
-                f"{counted(deaths, 'time')} (killed, or out of memory: a larger "
-                "--memory or a smaller --partition-size may fit)")
+                f"{counted(deaths, 'time')} (killed, or out of memory: {more} or a smaller "
+                "--partition-size may fit)")
         if self.client.status != "running":
             # A client that lost its scheduler cancels its futures, tries to reconnect and
             # closes after 10 s: the run cannot go on.
