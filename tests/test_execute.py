@@ -457,7 +457,8 @@ def test_workers_below_the_budget_or_all_paused_for_memory_are_reported(
         assert _wait_for(f"{where}: workers take tasks again", caplog, 10), caplog.text
     assert f"{where}: its worker is paused for memory, past Dask's pause threshold (one at " \
         in caplog.text
-    assert "MiB of its 1,024 MiB limit): the tasks wait until one has memory free" \
+    assert "MiB of its 1,024 MiB limit): the tasks wait until one has memory free; workers " \
+        "with more memory (dask worker --memory-limit) or a smaller --partition-size may fit" \
         in caplog.text
 
 

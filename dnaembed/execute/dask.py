@@ -216,8 +216,8 @@ class _WorkerWatch:
     :data:`WATCH_INTERVAL` seconds.
     """
 
-    def __init__(self, client, where: str) -> None:
-        self.client, self.where = client, where
+    def __init__(self, client, where: str, more_memory: str) -> None:
+        self.client, self.where, self.more_memory = client, where, more_memory
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dnaembed-worker-watch",
                                         daemon=True)
@@ -260,10 +260,9 @@ class _WorkerWatch:
         elif now == "paused":
             logger.warning(
                 "%s: %s paused for memory, past Dask's pause threshold (%s): the tasks wait "
-                "until one has memory free; workers with more memory (dask worker "
-                "--memory-limit) or a smaller --memory here may fit", self.where,
+                "until one has memory free; %s or a smaller --partition-size may fit", self.where,
                 "its worker is" if len(workers) == 1 else f"all {len(workers)} workers are",
-                _memory_of(paused[0]))
+                _memory_of(paused[0]), self.more_memory)
         elif state == "none":
             logger.info("%s has %s again", self.where, counted(len(workers), "worker"))
         else:
@@ -335,7 +334,7 @@ class DaskExecutor:
         self.worker_count = len(threads)
         self.tasks_per_process = max(threads.values(), default=1)
         self.traffic = Traffic()
-        self._watch = _WorkerWatch(self.client, self.where)
+        self._watch = _WorkerWatch(self.client, self.where, self._more_memory())
 
     def _connect(self, scheduler: str, memory_limit: int | None) -> None:
         """A client of the cluster at ``scheduler``, once a worker fit for the run is there."""
@@ -466,19 +465,23 @@ class DaskExecutor:
             # Dask gives a task up once the workers running it died more than
             # ``allowed-failures`` times: killed, or stopped by the nanny for memory.
             deaths = e.allowed_failures + 1
-            # A LocalCluster's workers have --memory; others, what they were started with.
-            more = ("a larger --memory" if self.cluster is not None else
-                    "workers with more memory (dask worker --memory-limit)")
             return DnaembedError(
                 f"{self.where}: the workers running one of the {desc} tasks died "
-                f"{counted(deaths, 'time')} (killed, or out of memory: {more} or a smaller "
-                "--partition-size may fit)")
+                f"{counted(deaths, 'time')} (killed, or out of memory: "
+                f"{self._more_memory()} or a smaller --partition-size may fit)")
         if self.client.status != "running":
             # A client that lost its scheduler cancels its futures, tries to reconnect and
             # closes after 10 s: the run cannot go on.
             return DnaembedError(f"lost the connection to {self.where}: the scheduler "
                                  f"stopped or cannot be reached ({type(e).__name__})")
         return None
+
+    def _more_memory(self) -> str:
+        """How to give the workers more memory: a LocalCluster's have --memory each; others,
+        what they were started with."""
+        if self.cluster is not None:
+            return "a larger --memory"
+        return "workers with more memory (dask worker --memory-limit)"
 
     def _submit(self, fn: Callable, shared_name: str | None, task: Any, key: str):
         if shared_name is None:
