@@ -600,6 +600,16 @@ def test_an_unreachable_scheduler_is_a_clean_error(sim, small_model, tmp_path):
     assert not (tmp_path / "c.tsv").exists()
 
 
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1", "http://127.0.0.1:8786", "inproc://x",
+                                     "tcp://host:port"])
+def test_a_malformed_scheduler_address_is_a_usage_error(tmp_path, address):
+    # Dask's parser raised a ValueError, reported as an internal error.
+    proc = run_cli("run", "-", "-o", str(tmp_path), "--scheduler", address, stdin=b"")
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "Traceback" not in err, err
+    assert f"Invalid value for '--scheduler': '{address}' is not a scheduler's address" in err
+
+
 def peak_rss_of(args: list[str]) -> tuple[int, str]:
     """Run ``python -m dnaembed ARGS``; its peak resident memory (bytes) and its log.
 

@@ -43,6 +43,25 @@ class ByteSize(click.ParamType):
         return size
 
 
+def scheduler_address(ctx, param, value: str | None) -> str | None:
+    """--scheduler, checked as Dask parses it: a wrong address was an internal error."""
+    if value is None:
+        return None
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+
+    try:
+        scheme, location = parse_address(value, strict=False)
+        get_backend(scheme)
+        if scheme == "inproc":
+            raise ValueError("an in-process address reaches no other process")
+        parse_host_port(location)
+    except ValueError as e:
+        raise click.BadParameter(f"{value!r} is not a scheduler's address, like "
+                                 f"tcp://HOST:8786 ({e})", ctx, param) from None
+    return value
+
+
 def execution_options(func):
     """--workers, --scheduler, --memory, --tmpdir."""
     func = click.option(
@@ -56,7 +75,7 @@ def execution_options(func):
         "split to fit and the log says how.",
     )(func)
     func = click.option(
-        "--scheduler", metavar="ADDRESS",
+        "--scheduler", metavar="ADDRESS", callback=scheduler_address,
         help="Run the tasks on this Dask cluster (tcp://HOST:PORT, started with `dask "
         "scheduler` and `dask worker`); workers need no access to the input.",
     )(func)
