@@ -12,6 +12,7 @@ from dnaembed.io.sequences import (
     read_sequences,
     write_sequences,
 )
+from dnaembed.io.spill import SpillArray
 from dnaembed.io.tables import command_header, read_table, write_tsv
 from dnaembed.io.vectors import save_npy
 
@@ -196,6 +197,19 @@ def test_write_errors_name_the_destination(tmp_path):
             atomic_path(dest):
         raise OSError(errno.ENOSPC, "No space left on device")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("rows", [4, 100_000], ids=["buffered", "written"])
+def test_a_full_tmpdir_names_the_spilled_file(rows):
+    # /dev/full refuses every write with ENOSPC, as a full --tmpdir does: the error said
+    # only "No space left on device" (a write's OSError names no file).
+    spilled = SpillArray((4,), np.float32, spill_to=Path("/dev/full"))
+    with pytest.raises(OSError) as raised:
+        spilled.append(np.zeros((rows, 4), np.float32))
+        spilled.finish()  # the last buffered rows go out here
+    assert raised.value.filename == "/dev/full"
+    assert "No space left on device (the data spilled to --tmpdir" in raised.value.strerror
+    spilled.close()
 
 
 def test_only_the_header_block_is_comments(write):

@@ -68,6 +68,19 @@ ITER_CHUNK = 1 << 16
 RELEASE_BYTES = 8 << 20
 
 
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """Writes to the spilled file ``path``, whose errors name it: a write's OSError has no
+    file name, and a full --tmpdir ended a run with "error: No space left on device"."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        raise OSError(e.errno, f"{e.strerror} (the data spilled to --tmpdir; a tmpdir with "
+                      "more room, or a larger --memory, which spills less)", str(path)) from None
+
+
 class _Mapped:
     """A read-only mapping of a file, whose touched pages are given back now and then."""
 
@@ -126,7 +139,8 @@ class SpillArray:
     def _start_spilling(self) -> None:
         self.path = self._target
         self._handle = open(self.path, "wb")  # noqa: SIM115 - closed in finish() or close()
-        self._handle.write(self._buffer)
+        with _writing(self.path):
+            self._handle.write(self._buffer)
         self._buffer = bytearray()
 
     @property
@@ -142,7 +156,8 @@ class SpillArray:
         if block.shape[1:] != self.row_shape:
             raise DnaembedError(f"rows of shape {self.row_shape} expected, got {block.shape[1:]}")
         if self._handle is not None:
-            self._handle.write(block.tobytes())
+            with _writing(self.path):
+                self._handle.write(block.tobytes())
         else:
             self._buffer += block.tobytes()
         self.rows += len(block)
@@ -153,7 +168,8 @@ class SpillArray:
     def finish(self) -> SpillArray:
         """No more rows: make the array readable."""
         if self._handle is not None:
-            self._handle.close()
+            with _writing(self.path):  # what is still buffered goes out now
+                self._handle.close()
             self._handle = None
             self._map()
         else:
@@ -173,7 +189,7 @@ class SpillArray:
         if self.spilled or self._target is None or self._data is None:
             return False
         self.path = self._target
-        with open(self.path, "wb") as handle:
+        with _writing(self.path), open(self.path, "wb") as handle:
             handle.write(self._buffer)
         self._data = None
         self._buffer = bytearray()
