@@ -78,7 +78,7 @@ from dnaembed.cluster.rescue_candidates import (
 from dnaembed.cluster.rescue_rule import DEFAULT_SEARCH, CandidateSearch, accepted, alignment_bound
 from dnaembed.cluster.rescue_tasks import build_missing_profiles, score_in_tasks
 from dnaembed.io.spill import strings_of
-from dnaembed.log import logger
+from dnaembed.log import counted, logger
 
 #: Pass 1 examines every full-length read of clusters up to this size; of larger ones (up
 #: to ``max_size``), the representative only, and the cluster moves with it.
@@ -189,8 +189,9 @@ def _candidates(seqs, rc_seqs, labels, reps, members, lengths, rows, targets, ne
     kmer_index = member_kmers(seqs, rc_seqs, members, target_ids, search.reads, k)
     by_kmers, _ = search_in_tasks(kmer_index, strings_of(seqs, rows), MAX_CANDIDATES, runner,
                                   min_votes=search.min_votes)
-    logger.info("rescue: %d reads against %d clusters; %d-mers, those held by more than %d "
-                "clusters ignored", len(rows), len(target_ids), k, kmer_index.cut)
+    logger.info("rescue: %s against %s; %d-mers, those held by more than %d clusters "
+                "ignored", counted(len(rows), "read"), counted(len(target_ids), "cluster"), k,
+                kmer_index.cut)
     # Clusters are numbered by decreasing size: "larger" is a smaller number.
     limits = labels[rows] if upward_only else np.full(len(rows), len(reps))
     return choose_candidates(rows, by_kmers, neighbours_of(rows), labels, targets, limits,
