@@ -403,9 +403,9 @@ def _scheduler_and_worker(tmp_path: Path, *worker_options: str):
 
 def test_a_scheduler_left_without_workers_says_so_and_goes_on_when_one_joins(
         tmp_path, caplog, monkeypatch):
-    import dnaembed.execute.dask as dask_executor
+    import dnaembed.execute.dask_watch as dask_watch
 
-    monkeypatch.setattr(dask_executor, "WATCH_INTERVAL", 0.2)
+    monkeypatch.setattr(dask_watch, "WATCH_INTERVAL", 0.2)
     with _scheduler_and_worker(tmp_path) as (address, procs), _dnaembed_log(caplog), \
             DaskExecutor(scheduler=address) as executor:
         where = f"the Dask scheduler at {address}"
@@ -441,9 +441,9 @@ def _fill_worker_memory(task: tuple[int, float]) -> int:
 
 def test_workers_below_the_budget_or_all_paused_for_memory_are_reported(
         tmp_path, caplog, monkeypatch):
-    import dnaembed.execute.dask as dask_executor
+    import dnaembed.execute.dask_watch as dask_watch
 
-    monkeypatch.setattr(dask_executor, "WATCH_INTERVAL", 0.2)
+    monkeypatch.setattr(dask_watch, "WATCH_INTERVAL", 0.2)
     with _scheduler_and_worker(tmp_path, "--memory-limit", "1GiB") as (address, _), \
             _dnaembed_log(caplog), \
             DaskExecutor(scheduler=address, memory_limit=2 << 30) as executor:

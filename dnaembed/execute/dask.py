@@ -17,7 +17,9 @@ with SIGKILL does not change the result). Large objects used by every task
 to workers that join or restart later.
 
 Tasks are submitted a few ahead of the results and collected in task order,
-so the client's memory holds a bounded window of them.
+so the client's memory holds a bounded window of them. What runs on the workers besides
+the tasks (the worker plugins): :mod:`.dask_workers`; the watch on the workers that the
+log reports: :mod:`.dask_watch`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import pickle
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -33,9 +34,17 @@ from typing import Any
 
 import dask
 from distributed import KilledWorker
-from distributed.diagnostics.plugin import WorkerPlugin
 
 from dnaembed.errors import DnaembedError
+from dnaembed.execute.dask_watch import WorkerWatch
+from dnaembed.execute.dask_workers import (
+    AllocatorSettings,
+    ImportsAhead,
+    SharedObject,
+    StoppedByClient,
+    call_shared,
+    dnaembed_version,
+)
 from dnaembed.execute.traffic import Traffic, payload_bytes, timed_call
 from dnaembed.log import counted, progress_bar
 
@@ -65,104 +74,6 @@ LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False,
                        "distributed.worker.memory.monitor-interval": "500ms"}
 #: Seconds to wait for a scheduler to answer, and for its first worker.
 CONNECT_TIMEOUT = 10
-#: Seconds between two looks at how many workers the scheduler has (:class:`_WorkerWatch`).
-WATCH_INTERVAL = 5.0
-
-#: Objects shared by every task on this worker, by name (filled by :class:`SharedObject`).
-_SHARED: dict[str, Any] = {}
-
-
-class SharedObject(WorkerPlugin):
-    """A worker plugin that gives every worker (now or later) one object, unpickled once."""
-
-    def __init__(self, name: str, payload: bytes) -> None:
-        self.name = name
-        self.payload = payload
-
-    def setup(self, worker) -> None:
-        from dnaembed.log import freeze_long_lived
-
-        _SHARED[self.name] = pickle.loads(self.payload)
-        freeze_long_lived()  # torch's modules and the first model stay to the worker's end
-
-    def teardown(self, worker) -> None:
-        _SHARED.pop(self.name, None)
-
-
-class AllocatorSettings(WorkerPlugin):
-    """Gives each worker glibc's own limits back, in place of those its nanny set.
-
-    Dask's nanny starts a worker with ``MALLOC_TRIM_THRESHOLD_=65536``. Setting it also
-    fixes glibc's mmap threshold at 128 KiB, which glibc otherwise raises as it sees
-    large blocks freed: every activation of the encoder is then a fresh mapping whose
-    pages fault on first touch. Embedding 16,384 reads took 1.9 s in a worker against
-    0.6 s in the client; with these limits, 0.6-0.7 s. 32 MiB is the ceiling of glibc's
-    own dynamic mmap threshold on 64-bit systems, and 64 MiB twice it, as glibc keeps it.
-    """
-
-    name = "dnaembed-allocator"
-
-    def setup(self, worker) -> None:
-        from dnaembed.io.spill import set_allocator_thresholds
-
-        set_allocator_thresholds(32 << 20, 64 << 20)
-
-
-class StoppedByClient(WorkerPlugin):
-    """A LocalCluster's worker, which its client stops: it ignores SIGINT and does not
-    warn of the tasks that the stop cancels.
-
-    Why: Ctrl-C in a terminal reaches every process of the foreground group, the workers
-    that a LocalCluster spawned too, and each printed a KeyboardInterrupt traceback beside
-    the client's one-line "aborted" as it died; and closing the cluster under running
-    tasks had each worker log Dask's "Async instruction for <Task cancelled ...> ended
-    with CancelledError". The client, interrupted, closes the cluster, which stops the
-    workers. Workers of a cluster of your own keep their signals and their log.
-    """
-
-    name = "dnaembed-stopped-by-client"
-
-    def setup(self, worker) -> None:
-        import signal
-
-        with contextlib.suppress(ValueError):  # signals are set from the main thread only
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-        state_log = logging.getLogger("distributed.worker.state_machine")
-        if _not_cancelled_instruction not in state_log.filters:
-            state_log.addFilter(_not_cancelled_instruction)
-
-
-def _not_cancelled_instruction(record: logging.LogRecord) -> bool:
-    """False for Dask's warning on a worker's task cancelled as its cluster closes."""
-    return not str(record.msg).endswith("ended with CancelledError")
-
-
-class ImportsAhead(WorkerPlugin):
-    """Has each worker (now or later) import what the tasks use, torch with the model's
-    modules and faiss, on a thread of its own as it joins: its tasks wait for what is not
-    imported yet, its event loop does not.
-
-    Why: a fresh worker imported torch only when the model reached it (~1.4 s), while the
-    client waited for the first task; imported meanwhile, the import overlaps the client's
-    reading of the input.
-    """
-
-    name = "dnaembed-imports"
-
-    def setup(self, worker) -> None:
-        import threading
-
-        threading.Thread(target=_import_task_modules, name=self.name, daemon=True).start()
-
-
-def _import_task_modules() -> None:
-    """On a worker: what :class:`ImportsAhead` imports."""
-    import dnaembed.cluster.partition_tasks  # noqa: F401
-    import dnaembed.model.inference  # noqa: F401
-    from dnaembed.cluster.search import faiss_module
-
-    faiss_module()
-
 
 class _Window:
     """Futures in task order: at most ``ahead`` running, at most ``held`` not yet given
@@ -204,102 +115,11 @@ class _Window:
                 client.cancel(list(self.running))
 
 
-class _WorkerWatch:
-    """Logs when workers leave (killed, or restarted by their nanny for memory), when no
-    worker can take tasks (none left, or all paused for memory), and when one can again.
-
-    Why: Dask keeps the tasks of a scheduler without workers until one joins (a lost
-    worker's tasks too), which is what a cluster whose workers are restarted or still
-    queued (dask-jobqueue) needs; and a worker past its memory's pause threshold (80% of
-    ``--memory-limit`` by default) takes no task until its memory drops, which it may never
-    do. Either way a run then waits with no sign of why. A thread of its own asks every
-    :data:`WATCH_INTERVAL` seconds.
-    """
-
-    def __init__(self, client, where: str, more_memory: str) -> None:
-        self.client, self.where, self.more_memory = client, where, more_memory
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="dnaembed-worker-watch",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        from dnaembed.log import logger
-
-        state, known = "working", self._workers()
-        while not self._stopped.wait(WATCH_INTERVAL):
-            workers = self._workers()
-            if workers is None:
-                continue
-            left = len(known - workers.keys()) if known is not None else 0
-            if left:
-                logger.info("%s: %s left (%d now); Dask runs %s unfinished tasks again",
-                            self.where, counted(left, "worker"), len(workers),
-                            "its" if left == 1 else "their")
-            known = set(workers)
-            state = self._report(state, workers)
-
-    def _workers(self) -> dict | None:
-        """The scheduler's workers (address -> what it knows of each), None if it did not
-        answer."""
-        try:
-            return self.client.scheduler_info()["workers"]
-        except Exception:  # noqa: BLE001 - a closing client: the run's own calls report it
-            return None
-
-    def _report(self, state: str, workers: dict) -> str:
-        """Logs a change of state (``working``, ``none`` or ``paused``); the new state."""
-        from dnaembed.log import logger
-
-        paused = [w for w in workers.values() if w.get("status") == "paused"]
-        now = "none" if not workers else "paused" if len(paused) == len(workers) else "working"
-        if now == state:
-            return now
-        if now == "none":
-            logger.warning("%s has no workers: the tasks wait until one joins", self.where)
-        elif now == "paused":
-            logger.warning(
-                "%s: %s paused for memory, past Dask's pause threshold (%s): the tasks wait "
-                "until one has memory free; %s or a smaller --partition-size may fit", self.where,
-                "its worker is" if len(workers) == 1 else f"all {len(workers)} workers are",
-                _memory_of(paused[0]), self.more_memory)
-        elif state == "none":
-            logger.info("%s has %s again", self.where, counted(len(workers), "worker"))
-        else:
-            logger.info("%s: workers take tasks again", self.where)
-        return now
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join(timeout=1.0)  # not held up by a scheduler slow to answer
-
-
-def _dnaembed_version() -> str:
-    """On a worker: dnaembed's version there (one without dnaembed fails to unpickle this)."""
-    from dnaembed import __version__
-
-    return __version__
-
-
 def _not_reconnect_failure(record: logging.LogRecord) -> bool:
     """False for Dask's "Failed to reconnect to scheduler" error: a run that lost its
     scheduler ends with its own one-line error (:meth:`DaskExecutor._cluster_failure`),
     and Dask's, logged from its event loop as the client closes, came first."""
     return not str(record.msg).startswith("Failed to reconnect to scheduler")
-
-
-def _memory_of(worker: dict) -> str:
-    """A paused worker's memory for the log, from the scheduler's view of it."""
-    used = worker.get("metrics", {}).get("memory")
-    limit = worker.get("memory_limit")
-    if not used or not limit:
-        return "its memory not known"
-    return f"one at {used / 2**20:,.0f} MiB of its {limit / 2**20:,.0f} MiB limit"
-
-
-def _call_shared(fn: Callable, name: str, task: Any) -> Any:
-    """On a worker: ``fn(shared object, task)``, and its CPU time (:func:`timed_call`)."""
-    return timed_call(fn, _SHARED[name], task)
 
 
 class DaskExecutor:
@@ -334,7 +154,7 @@ class DaskExecutor:
         self.worker_count = len(threads)
         self.tasks_per_process = max(threads.values(), default=1)
         self.traffic = Traffic()
-        self._watch = _WorkerWatch(self.client, self.where, self._more_memory())
+        self._watch = WorkerWatch(self.client, self.where, self._more_memory())
 
     def _connect(self, scheduler: str, memory_limit: int | None) -> None:
         """A client of the cluster at ``scheduler``, once a worker fit for the run is there."""
@@ -381,7 +201,7 @@ class DaskExecutor:
         version may compute other bytes."""
         from dnaembed import __version__
 
-        versions = self.client.run(_dnaembed_version, on_error="return")
+        versions = self.client.run(dnaembed_version, on_error="return")
         for worker, version in sorted(versions.items()):
             if version != __version__:
                 found = (f"cannot import dnaembed ({version})"
@@ -486,7 +306,7 @@ class DaskExecutor:
     def _submit(self, fn: Callable, shared_name: str | None, task: Any, key: str):
         if shared_name is None:
             return self.client.submit(timed_call, fn, task, key=key, pure=False)
-        return self.client.submit(_call_shared, fn, shared_name, task, key=key, pure=False)
+        return self.client.submit(call_shared, fn, shared_name, task, key=key, pure=False)
 
     def _result(self, future, kind: str) -> Any:
         result, cpu = future.result()
