@@ -269,6 +269,10 @@ def test_local_cluster_gives_the_one_process_result(sim, small_model, local_clus
     # partitions' vectors for a few queries. This thread's faiss threads are left as set.
     assert "searching a sample" not in local_cluster.traffic.cpu
     assert "searching partitions" in local_cluster.traffic.cpu
+    # The rescue's k-mer search of one block of queries too: two workers have no more
+    # than twice this process's threads. Its profiles and alignments are tasks.
+    assert "counting k-mers" not in local_cluster.traffic.cpu
+    assert "rescue alignments" in local_cluster.traffic.cpu
     assert threads_after == 3
 
 
@@ -287,6 +291,7 @@ def test_small_link_and_rescue_tasks_on_the_local_cluster_give_the_one_process_r
                                (rescue_tasks, "PROFILES_PER_TASK", 8),
                                (rescue_tasks, "READS_PER_TASK", 4)):
         monkeypatch.setattr(module, name, size)
+    monkeypatch.setattr(kmer_tasks, "TASKS_CPU_FACTOR", 0)  # the k-mer search as tasks too
     local_cluster.traffic.cpu.clear()
     got = cluster_with(local_cluster, sim, model)
     assert same_clusters(got, expected)

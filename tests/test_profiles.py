@@ -197,6 +197,7 @@ def test_the_search_in_tasks_is_the_search_in_one_pass(range_targets, per_query,
 
     monkeypatch.setattr(kmer_tasks, "RANGE_TARGETS", range_targets)
     monkeypatch.setattr(kmer_tasks, "TARGETS_PER_QUERY", per_query)
+    monkeypatch.setattr(kmer_tasks, "TASKS_CPU_FACTOR", 0)  # tasks, even for one block
     groups, targets, queries = _random_groups(np.random.default_rng(10), 60, (7, 12), 50)
     one_pass = KmerIndex(targets, both=True, k=4, groups=groups)
     want = one_pass.candidates(queries, 5, min_votes=2)
@@ -214,6 +215,31 @@ def test_the_search_in_tasks_is_the_search_in_one_pass(range_targets, per_query,
     direct = _brute_force_groups(targets, groups.tolist(), queries, 4, index.cut, 5,
                                  min_votes=2)
     assert np.array_equal(got[0], direct[0]) and (got[0] >= 0).sum() > 100
+
+
+@pytest.mark.parametrize(("workers", "threads", "query_block", "tasks"),
+                         [(2, 1, 1_000, False), (3, 1, 1_000, True), (4, 2, 1_000, False),
+                          (2, 1, 20, True)])
+def test_a_search_of_one_block_runs_here_unless_the_workers_are_many(
+        workers, threads, query_block, tasks, monkeypatch):
+    # One block of queries on workers with at most twice this process's threads: the
+    # one-pass search here, nothing sent; more workers, or queries in several blocks: the
+    # tasks. The lists are the same either way.
+    from dnaembed.cluster import kmer_tasks
+    from dnaembed.execute.inline import InlineExecutor
+
+    monkeypatch.setattr(kmer_tasks, "RANGE_TARGETS", 17)
+    monkeypatch.setattr(kmers_module, "QUERY_BLOCK", query_block)
+    groups, targets, queries = _random_groups(np.random.default_rng(12), 60, (7, 12), 50)
+    want = KmerIndex(targets, both=True, k=4, groups=groups).candidates(queries, 5)
+    index = KmerIndex(targets, both=True, k=4, groups=groups)
+    with InlineExecutor(workers) as runner:
+        runner.shares_interpreter = False  # as a runner of worker processes
+        assert kmer_tasks.searched_here(runner, len(queries), threads) is not tasks
+        got = kmer_tasks.search_in_tasks(index, queries, 5, runner, threads=threads)
+        assert (runner.traffic.tasks > 0) is tasks
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert (got[0] >= 0).sum() > 100
 
 
 @pytest.mark.parametrize(("block", "kept_bytes"), [(3, 0), (7, 3_000), (1_000, 1 << 20)])

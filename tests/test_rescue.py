@@ -151,6 +151,7 @@ def test_the_rescue_in_small_tasks_on_two_threads_is_the_rescue_here(monkeypatch
                                (rescue_tasks, "PROFILES_PER_TASK", 5),
                                (rescue_tasks, "READS_PER_TASK", 3)):
         monkeypatch.setattr(module, name, size)
+    monkeypatch.setattr(kmer_tasks, "TASKS_CPU_FACTOR", 0)  # the k-mer search as tasks too
     tasks: list = []
     with InlineExecutor(2) as runner:
         # As tasks, the way a runner of worker processes gets them (the same plain data).

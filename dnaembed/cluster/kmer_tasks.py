@@ -13,14 +13,23 @@ block and range. Ranges hold :data:`RANGE_TARGETS` targets, or
 :data:`TARGETS_PER_QUERY` per query of a block where that is more (cut between
 groups), not one per worker: the tasks depend on the targets and queries alone.
 
-Why: the rescue searches every cluster's central reads, which grow with the input;
-in one process the search was a serial stage of the partitioned pipeline (at 10^6
-reads ~10 s, while the workers waited). Why ranges that grow with the queries: each
-vote task builds its block's table of k-mers and codes the range's targets, so with
-ranges of a fixed size the tables alone would cost queries x targets / range, growing
-with the square of the input; a range of a few targets per query keeps them a small
-share of the votes (at 10^6 reads, 7,000 queries: a table 0.10 s, a range's vote task
-0.59 s, one thread), and sends the queries to fewer tasks.
+Why: the rescue searches every cluster's central reads, which grow with the input, once
+per block of queries; here, that is a serial stage while the workers wait (at 10^6 reads
+~10 s, before the one-pass search kept its k-mers for its votes). Why ranges that grow
+with the queries: each vote task builds its block's table of k-mers and codes the
+range's targets, so with ranges of a fixed size the tables alone would cost queries x
+targets / range, growing with the square of the input; a range of a few targets per
+query keeps them a small share of the votes (at 10^6 reads, 7,000 queries: a table 0.10
+s, a range's vote task 0.59 s, one thread), and sends the queries to fewer tasks.
+
+Where the queries are one block, the tasks split the targets only, and code each of them
+in both passes, where the one-pass search codes it once and keeps its k-mers for the
+votes. At 10^6 reads the rescue's two searches (7,026 queries, then 7) took 10.7 s of
+the workers' CPU as tasks, and 4.7 + 1.1 s on one thread here in one pass, the choice of
+candidates included. So such a search runs in one pass on this process's threads
+(:func:`searched_here`), unless the workers have more than twice as many: with two
+workers and two threads here the rescue took 7.0 s against 10.4, with one and one 9.9 s
+against 15.3 (the same output).
 """
 
 from __future__ import annotations
@@ -33,12 +42,18 @@ import numpy as np
 from dnaembed.cluster import kmers
 from dnaembed.cluster.kmers import KmerIndex, TopTargets
 from dnaembed.execute import runs_here
+from dnaembed.execute.inline import InlineExecutor
 from dnaembed.io.spill import pack_strings, strings_of, unpack_strings
+from dnaembed.log import available_cores
 
 #: Targets per task at least (a range of the targets, cut between groups).
 RANGE_TARGETS = 32_768
 #: Targets per task at least, per query of a block (see the module notes).
 TARGETS_PER_QUERY = 4
+#: The tasks' CPU against the one-pass search's where the queries are one block (each
+#: target coded in both passes; see the module notes): the workers must have more than
+#: this many times this process's threads for the tasks to finish first.
+TASKS_CPU_FACTOR = 2
 
 
 @dataclass
@@ -94,16 +109,31 @@ def range_size(queries: int) -> int:
     return max(RANGE_TARGETS, TARGETS_PER_QUERY * min(queries, kmers.QUERY_BLOCK))
 
 
+def searched_here(runner, queries: int, threads: int) -> bool:
+    """Whether a search of ``queries`` queries runs in one pass on this process's
+    ``threads`` threads (0: every available core) rather than as tasks on ``runner``: where
+    the runner's tasks share this process, or the queries are one block and the runner's
+    workers have at most :data:`TASKS_CPU_FACTOR` times the threads (see the notes)."""
+    if runs_here(runner):
+        return True
+    here = threads if threads > 0 else available_cores()
+    return queries <= kmers.QUERY_BLOCK and runner.workers <= TASKS_CPU_FACTOR * here
+
+
 def search_in_tasks(index: KmerIndex, queries: Sequence[str], top: int, runner, *,
-                    min_votes: int = 1) -> tuple[np.ndarray, np.ndarray]:
+                    min_votes: int = 1, threads: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`KmerIndex.candidates`, its two passes as tasks on ``runner`` (see the notes);
-    sets ``index.cut`` as the search in one pass does. A runner whose tasks would share
-    this process (:func:`dnaembed.execute.runs_here`) gets the one-pass search, which
-    keeps the first pass's k-mers for the second instead of computing them again and
-    builds the queries' tables once for all its threads (:meth:`KmerIndex.candidates`)."""
+    sets ``index.cut`` as the search in one pass does. Where :func:`searched_here` says so,
+    the one-pass search instead, on the runner if its tasks share this process, else on
+    ``threads`` threads here: it keeps the first pass's k-mers for the second instead of
+    computing them again and builds the queries' tables once for all its threads
+    (:meth:`KmerIndex.candidates`)."""
     queries = list(queries)
     if runs_here(runner):
         return index.candidates(queries, top, min_votes=min_votes, runner=runner)
+    if searched_here(runner, len(queries), threads):
+        with InlineExecutor(threads) as here:
+            return index.candidates(queries, top, min_votes=min_votes, runner=here)
     if len(queries) == 0 or len(index.targets) == 0:
         return TopTargets(len(queries), top).result(min_votes)
     ranges = list(index.ranges(range_size(len(queries))))

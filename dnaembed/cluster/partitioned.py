@@ -234,7 +234,7 @@ def _cluster_all(units: Units, model, runner, *, plan: PartitionPlan, spill: Spi
             groups = _split(units, groups, parity, degree, threshold, run.stage, run.threads)
         result = _finish(units, groups, parity, degree, threshold, rounds.lists,
                          search if rescuing else None, rescue_max_size, both, seed, run.stage,
-                         runner)
+                         runner, run.threads)
     finally:
         run.close()
     return result
@@ -425,10 +425,10 @@ def _rescue_superset(linker: _GuardedLinker, units: Units, max_size: int) -> np.
 
 def _finish(units: Units, groups, parity, degree, threshold, lists,
             rescue: CandidateSearch | None, max_size: int, both: bool, seed: int,
-            stage: _Stage, runner) -> PartitionedResult:
+            stage: _Stage, runner, threads: int) -> PartitionedResult:
     """Labels from the linked groups, representatives of full length, then the rescue
     (``rescue``: its k-mer search; None: no rescue), its searches and alignments on the
-    runner."""
+    runner, or on ``threads`` threads here where that is cheaper."""
     full_length = FULL_LENGTH_FRACTION * units.median_length
     centrality = np.asarray(degree, dtype=np.float64)
     lift = float(np.abs(centrality).max(initial=0.0)) * 2 + 1
@@ -442,7 +442,7 @@ def _finish(units: Units, groups, parity, degree, threshold, lists,
             units.seqs, units.seqs.reversed() if both else None, labels, orient, centrality,
             units.weights, lists, rate=threshold.rescue_rate, max_size=max_size,
             full_length=full_length, seed=seed, lengths=units.lengths, search=rescue,
-            runner=runner)
+            runner=runner, threads=threads)
         stage.stats["rescued"] = rescued
         stage.timed("rescue", start)
     return PartitionedResult(labels, orient, reps, threshold, stage.timings, stage.stats)

@@ -102,6 +102,7 @@ def rescue_reads(
     lengths: np.ndarray | None = None,
     search: CandidateSearch = DEFAULT_SEARCH,
     runner=None,
+    threads: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Move leftover reads into clusters they clearly belong to (see the module notes).
 
@@ -113,8 +114,10 @@ def rescue_reads(
     known (else measured from ``seqs``, which reads every sequence once). ``search``: how
     candidate clusters are found by k-mers
     (:func:`~dnaembed.cluster.rescue_rule.rescue_settings`). ``runner``: where the k-mer
-    search and the alignments run (:mod:`dnaembed.execute`; None: here); the result does
-    not depend on it. Returns labels, orientations, representatives and the number
+    search and the alignments run (:mod:`dnaembed.execute`; None: here), ``threads`` this
+    process's threads for a search that is cheaper here
+    (:func:`~dnaembed.cluster.kmer_tasks.searched_here`; 0: every available core); the
+    result depends on neither. Returns labels, orientations, representatives and the number
     of reads moved (counting collapsed copies).
     """
     lengths = np.asarray(lengths if lengths is not None else [len(s) for s in seqs], np.int64)
@@ -133,7 +136,7 @@ def rescue_reads(
         new_labels, new_orient, n_moved = _rescue_pass(
             seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows, targets,
             neighbours_of, rate, details, upward_only=full_pass, seed=seed, search=search,
-            known_profiles=known_profiles, runner=runner,
+            known_profiles=known_profiles, runner=runner, threads=threads,
         )
         if n_moved:
             moved += n_moved
@@ -147,7 +150,7 @@ def rescue_reads(
 
 def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows,
                  targets, neighbours_of, rate, details, *, upward_only: bool, seed: int,
-                 search: CandidateSearch, known_profiles: dict, runner
+                 search: CandidateSearch, known_profiles: dict, runner, threads: int
                  ) -> tuple[np.ndarray, np.ndarray, int]:
     """One pass over ``rows``: their candidate clusters, the alignments to the candidates'
     consensus, the moves the rule accepts. New labels and orientations, and the reads moved
@@ -155,7 +158,7 @@ def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, len
     started = time.perf_counter()
     examined, chosen = _candidates(seqs, rc_seqs, labels, reps, members, lengths, rows,
                                    targets, neighbours_of, upward_only=upward_only, seed=seed,
-                                   search=search, runner=runner)
+                                   search=search, runner=runner, threads=threads)
     searched = time.perf_counter()
     central = CentralMembers(members.reads[:, :MEMBERS_PER_CLUSTER],
                              members.flips[:, :MEMBERS_PER_CLUSTER])  # views, not copies
@@ -177,7 +180,7 @@ def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, len
 
 
 def _candidates(seqs, rc_seqs, labels, reps, members, lengths, rows, targets, neighbours_of, *,
-                upward_only: bool, seed: int, search: CandidateSearch, runner
+                upward_only: bool, seed: int, search: CandidateSearch, runner, threads: int
                 ) -> tuple[list[int], list[list[int]]]:
     """The reads of ``rows`` that have candidate clusters, and theirs: by the k-mers they
     share with the target clusters' central reads, then by their embedding neighbours."""
@@ -188,7 +191,7 @@ def _candidates(seqs, rc_seqs, labels, reps, members, lengths, rows, targets, ne
         if upward_only else search.k
     kmer_index = member_kmers(seqs, rc_seqs, members, target_ids, search.reads, k)
     by_kmers, _ = search_in_tasks(kmer_index, strings_of(seqs, rows), MAX_CANDIDATES, runner,
-                                  min_votes=search.min_votes)
+                                  min_votes=search.min_votes, threads=threads)
     logger.info("rescue: %s against %s; %d-mers, those held by more than %d clusters "
                 "ignored", counted(len(rows), "read"), counted(len(target_ids), "cluster"), k,
                 kmer_index.cut)
