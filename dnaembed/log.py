@@ -131,7 +131,9 @@ def status_line() -> str:
     if bars:
         bar = bars[-1]
         unit = bar.unit.strip()
-        done = f"{bar.n:,}" + (f" of {bar.total:,}" if bar.total else "") + f" {unit}"
+        # Units are plural ("tasks"): one of them alone is "1 task".
+        noun = unit.removesuffix("s") if bar.n == 1 and not bar.total else unit
+        done = f"{bar.n:,}" + (f" of {bar.total:,}" if bar.total else "") + f" {noun}"
         if bar.total:
             done += f" ({100.0 * bar.n / bar.total:.0f}%)"
         seconds = time.monotonic() - bar.started

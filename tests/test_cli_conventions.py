@@ -121,3 +121,16 @@ def test_shell_completion_script():
                COMP_CWORD="1")
     proc = subprocess.run([sys.executable, "-m", "dnaembed"], capture_output=True, env=env)
     assert b"cluster" in proc.stdout
+
+
+def test_the_periodic_line_says_1_task_not_1_tasks():
+    from dnaembed.log import progress_bar, status_line
+
+    with progress_bar(desc="linking", unit=" tasks") as bar:
+        bar.update(1)
+        assert status_line().startswith("linking: 1 task, ")  # then its rate: "N tasks/s"
+        bar.update(1)
+        assert "linking: 2 tasks" in status_line()
+    with progress_bar(desc="embedding", total=3, unit=" chunks") as bar:
+        bar.update(1)
+        assert "embedding: 1 of 3 chunks (33%)" in status_line()
