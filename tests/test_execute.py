@@ -493,6 +493,62 @@ def test_a_worker_without_dnaembed_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "c.tsv").exists()
 
 
+#: A ``dask worker`` (no nanny) whose dnaembed says it is another version.
+_WORKER_OF_ANOTHER_VERSION = ("import dnaembed; dnaembed.__version__ = '0.0.1'; "
+                              "from distributed.cli.dask_worker import main; main()")
+
+
+def _start_late_worker(code: str, address: str, tmp_path: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", code, address, "--nthreads", "1", "--no-nanny",
+         "--no-dashboard", "--local-directory", str(tmp_path / "late")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"))
+
+
+def test_a_worker_of_another_version_that_joins_mid_run_ends_it_in_one_line(
+        tmp_path, caplog, monkeypatch):
+    # As dask-jobqueue's workers do, one joins after the run's start: it is checked as
+    # those at the start are, and the run ends with the same error.
+    import dnaembed.execute.dask_watch as dask_watch
+    from dnaembed.errors import DnaembedError
+
+    monkeypatch.setattr(dask_watch, "WATCH_INTERVAL", 0.2)
+    with _scheduler_and_worker(tmp_path) as (address, procs), _dnaembed_log(caplog), \
+            DaskExecutor(scheduler=address) as executor:
+        numbers = []
+        with pytest.raises(DnaembedError) as error:
+            for number, _ in executor.map(_sleep_then_clock, [(i, 0.2) for i in range(150)],
+                                          desc="sleeps"):
+                numbers.append(number)
+                if number == 0:
+                    procs.append(_start_late_worker(_WORKER_OF_ANOTHER_VERSION, address,
+                                                    tmp_path))
+    assert 0 < len(numbers) < 150
+    assert re.fullmatch(rf"the Dask scheduler at {address}: worker tcp://[\d.:]+ has dnaembed "
+                        r"0\.0\.1; install dnaembed [\w.]+, the version here, on every worker",
+                        str(error.value)), str(error.value)
+    assert f"the Dask scheduler at {address}: 1 worker joined (2 now)" in caplog.text
+
+
+def test_a_worker_without_dnaembed_cannot_join_a_run(tmp_path, monkeypatch):
+    # It cannot load the run's worker plugins (dnaembed's classes), and Dask stops it as it
+    # starts: the run goes on, on the workers it has.
+    with _scheduler_and_worker(tmp_path) as (address, procs), \
+            DaskExecutor(scheduler=address) as executor:
+        late = None
+        for number, _ in executor.map(_sleep_then_clock, [(i, 0.2) for i in range(150)],
+                                      desc="sleeps"):
+            if number == 0:
+                late = _start_late_worker(_WORKER_WITHOUT_DNAEMBED, address, tmp_path)
+                procs.append(late)
+            if late is not None and late.poll() is not None:
+                break
+        assert late.poll() not in (None, 0) and number < 149
+        assert list(executor.map(_sleep_then_clock, [(7, 0.0)], desc="one"))[0][0] == 7
+        assert len(executor.client.scheduler_info()["workers"]) == 1
+
+
 def test_a_scheduler_lost_mid_run_is_a_clean_error(tmp_path, caplog):
     from dnaembed.errors import DnaembedError
 

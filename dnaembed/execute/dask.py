@@ -154,7 +154,10 @@ class DaskExecutor:
         self.worker_count = len(threads)
         self.tasks_per_process = max(threads.values(), default=1)
         self.traffic = Traffic()
-        self._watch = WorkerWatch(self.client, self.where, self._more_memory())
+        # Workers that join an existing cluster later (queued by dask-jobqueue, restarted)
+        # are checked as the ones at the start were.
+        joined = self._dnaembed_fault if self.cluster is None else None
+        self._watch = WorkerWatch(self.client, self.where, self._more_memory(), joined)
 
     def _connect(self, scheduler: str, memory_limit: int | None) -> None:
         """A client of the cluster at ``scheduler``, once a worker fit for the run is there."""
@@ -194,21 +197,33 @@ class DaskExecutor:
         self.where = f"a LocalCluster on 127.0.0.1 ({processes})"
 
     def _check_workers_dnaembed(self) -> None:
-        """Refuses workers of an existing cluster without dnaembed, or with another version.
+        """Refuses workers of an existing cluster without dnaembed, or with another version
+        (:meth:`_dnaembed_fault`); the run's watch checks those that join later.
 
         Why: the tasks are dnaembed's functions, and a worker without it failed the first
         one with an internal error (ModuleNotFoundError from Dask's unpickling); another
         version may compute other bytes."""
+        fault = self._dnaembed_fault(None)
+        if fault is not None:
+            raise DnaembedError(fault)
+
+    def _dnaembed_fault(self, workers: list[str] | None) -> str | None:
+        """Why the first of ``workers`` (None: all) that cannot run the tasks, without
+        dnaembed or with another version, is refused; None where each can. A worker gone
+        before it answered is not asked."""
         from dnaembed import __version__
 
-        versions = self.client.run(dnaembed_version, on_error="return")
+        try:
+            versions = self.client.run(dnaembed_version, workers=workers, on_error="return")
+        except Exception:  # noqa: BLE001 - a worker that left as it was asked
+            return None
         for worker, version in sorted(versions.items()):
             if version != __version__:
                 found = (f"cannot import dnaembed ({version})"
                          if isinstance(version, Exception) else f"has dnaembed {version}")
-                raise DnaembedError(
-                    f"{self.where}: worker {worker} {found}; install dnaembed {__version__}, "
-                    "the version here, on every worker")
+                return (f"{self.where}: worker {worker} {found}; install dnaembed "
+                        f"{__version__}, the version here, on every worker")
+        return None
 
     def _check_worker_memory(self, budget: int) -> None:
         """Warns when a worker of an existing cluster has a memory limit below ``budget``
@@ -265,9 +280,11 @@ class DaskExecutor:
                     self.traffic.tasks += 1
                     window.submit(self._submit(fn, name, task, f"{label}-{token}-{i}"))
                     for result in window.ready(final=False):
+                        self._refuse_joined()
                         yield result
                         bar.update(1)
                 for result in window.ready(final=True):
+                    self._refuse_joined()
                     yield result
                     bar.update(1)
             except Exception as e:
@@ -277,6 +294,12 @@ class DaskExecutor:
                 raise failure from None
             finally:
                 window.cancel(self.client)
+
+    def _refuse_joined(self) -> None:
+        """Ends the run if a worker that joined it cannot run its tasks (the watch's
+        :meth:`_dnaembed_fault`)."""
+        if self._watch.fault is not None:
+            raise DnaembedError(self._watch.fault)
 
     def _cluster_failure(self, e: Exception, desc: str) -> DnaembedError | None:
         """The one-line error for a run that the cluster, not a task, ended with ``e``;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from dnaembed.log import counted, logger
 
@@ -11,8 +12,10 @@ WATCH_INTERVAL = 5.0
 
 
 class WorkerWatch:
-    """Logs when workers leave (killed, or restarted by their nanny for memory), when no
-    worker can take tasks (none left, or all paused for memory), and when one can again.
+    """Logs when workers leave (killed, or restarted by their nanny for memory) or join,
+    when no worker can take tasks (none left, or all paused for memory), and when one can
+    again. ``check_joined(addresses)``, if given, is asked about workers that join: a
+    reason to refuse one becomes :attr:`fault`, for the run to end with.
 
     Why: Dask keeps the tasks of a scheduler without workers until one joins (a lost
     worker's tasks too), which is what a cluster whose workers are restarted or still
@@ -22,8 +25,11 @@ class WorkerWatch:
     :data:`WATCH_INTERVAL` seconds.
     """
 
-    def __init__(self, client, where: str, more_memory: str) -> None:
+    def __init__(self, client, where: str, more_memory: str,
+                 check_joined: Callable[[list[str]], str | None] | None = None) -> None:
         self.client, self.where, self.more_memory = client, where, more_memory
+        self.check_joined = check_joined
+        self.fault: str | None = None
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dnaembed-worker-watch",
                                         daemon=True)
@@ -35,13 +41,27 @@ class WorkerWatch:
             workers = self._workers()
             if workers is None:
                 continue
-            left = len(known - workers.keys()) if known is not None else 0
-            if left:
-                logger.info("%s: %s left (%d now); Dask runs %s unfinished tasks again",
-                            self.where, counted(left, "worker"), len(workers),
-                            "its" if left == 1 else "their")
+            if known is not None:
+                self._report_changes(known, workers)
             known = set(workers)
             state = self._report(state, workers)
+
+    def _report_changes(self, known: set, workers: dict) -> None:
+        """Logs the workers that left and joined since the last look; checks those that
+        joined (``check_joined``)."""
+        left = len(known - workers.keys())
+        if left:
+            logger.info("%s: %s left (%d now); Dask runs %s unfinished tasks again",
+                        self.where, counted(left, "worker"), len(workers),
+                        "its" if left == 1 else "their")
+        joined = sorted(workers.keys() - known)
+        if not joined:
+            return
+        if known:  # else the first workers: "has N workers again" (_report) says so
+            logger.info("%s: %s joined (%d now)", self.where, counted(len(joined), "worker"),
+                        len(workers))
+        if self.check_joined is not None and self.fault is None:
+            self.fault = self.check_joined(joined)
 
     def _workers(self) -> dict | None:
         """The scheduler's workers (address -> what it knows of each), None if it did not
