@@ -502,8 +502,7 @@ def _start_late_worker(code: str, address: str, tmp_path: Path) -> subprocess.Po
     return subprocess.Popen(
         [sys.executable, "-c", code, address, "--nthreads", "1", "--no-nanny",
          "--no-dashboard", "--local-directory", str(tmp_path / "late")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
-        env=dict(os.environ, PYTHONWARNINGS="ignore"))
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, env=_tests_env())
 
 
 def test_a_worker_of_another_version_that_joins_mid_run_ends_it_in_one_line(
@@ -547,6 +546,88 @@ def test_a_worker_without_dnaembed_cannot_join_a_run(tmp_path, monkeypatch):
         assert late.poll() not in (None, 0) and number < 149
         assert list(executor.map(_sleep_then_clock, [(7, 0.0)], desc="one"))[0][0] == 7
         assert len(executor.client.scheduler_info()["workers"]) == 1
+
+
+def _cli_on(address: str, reads: Path, out: Path, model: Path) -> subprocess.Popen:
+    """``dnaembed cluster`` on the scheduler at ``address``, its log read as it runs."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "dnaembed", "cluster", str(reads), "-o", str(out), "-m",
+         str(model), "--scheduler", address], stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, env=dict(os.environ, DNAEMBED_NO_PROGRESS="1",
+                                         PYTHONWARNINGS="ignore"))
+
+
+def _read_until(proc: subprocess.Popen, text: str) -> str:
+    """The process's log up to the line holding ``text`` (all of it if it ends first)."""
+    lines = []
+    for line in iter(proc.stderr.readline, b""):
+        lines.append(line.decode())
+        if text in lines[-1]:
+            break
+    return "".join(lines)
+
+
+def test_a_scheduler_without_workers_at_the_start_waits_for_one(sim, small_model, tmp_path):
+    # As dask-jobqueue's workers, queued in the batch system, join after the scheduler
+    # starts: the run says it waits, and goes on when one joins.
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [_start_scheduler(port)]
+    try:
+        time.sleep(1.0)
+        out = tmp_path / "c.tsv"
+        run = _cli_on(address, Path(f"{sim}.fastq.gz"), out, small_model)
+        log = _read_until(run, "has no workers yet")
+        assert f"the Dask scheduler at {address} has no workers yet: the run waits until " \
+            "one joins" in log, log
+        procs.append(_start_worker(address, tmp_path))
+        err = log + run.communicate(timeout=300)[1].decode()
+    finally:
+        _stop(procs)
+    assert run.returncode == 0, err
+    assert f"the Dask scheduler at {address} has 1 worker\n" in err
+    assert out.exists() and len(out.read_text().splitlines()) > 100
+
+
+def test_a_scheduler_lost_while_the_run_waits_for_workers_is_a_clean_error(
+        sim, small_model, tmp_path):
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [_start_scheduler(port)]
+    try:
+        time.sleep(1.0)
+        run = _cli_on(address, Path(f"{sim}.fastq.gz"), tmp_path / "c.tsv", small_model)
+        log = _read_until(run, "has no workers yet")
+        procs[0].kill()  # lost, not closed
+    finally:
+        _stop(procs)
+    err = log + run.communicate(timeout=60)[1].decode()
+    assert run.returncode == 1 and "Traceback" not in err, err
+    assert err.endswith(f"dnaembed: error: lost the connection to the Dask scheduler at "
+                        f"{address}: the scheduler stopped or cannot be reached\n"), err
+    assert not (tmp_path / "c.tsv").exists()
+
+
+def test_a_run_stopped_while_its_client_reconnects_prints_no_traceback(
+        sim, small_model, tmp_path):
+    # Dask's client tries to reach a lost scheduler again for 10 s; a run stopped then
+    # (Ctrl-C) ended with Dask's traceback of the attempt that closing the client cancelled.
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [_start_scheduler(port)]
+    try:
+        time.sleep(1.0)
+        run = _cli_on(address, Path(f"{sim}.fastq.gz"), tmp_path / "c.tsv", small_model)
+        log = _read_until(run, "has no workers yet")
+        time.sleep(1.0)
+    finally:
+        _stop(procs)
+    time.sleep(3.0)  # the client tries again
+    run.send_signal(signal.SIGINT)
+    err = log + run.communicate(timeout=60)[1].decode()
+    assert run.returncode == 130, err
+    assert "Traceback" not in err and "ERROR" not in err, err
+    assert err.strip().endswith("dnaembed: aborted"), err
 
 
 def test_a_scheduler_lost_mid_run_is_a_clean_error(tmp_path, caplog):

@@ -24,6 +24,7 @@ log reports: :mod:`.dask_watch`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import pickle
@@ -116,10 +117,14 @@ class _Window:
 
 
 def _not_reconnect_failure(record: logging.LogRecord) -> bool:
-    """False for Dask's "Failed to reconnect to scheduler" error: a run that lost its
+    """False for Dask's errors on reconnecting to a lost scheduler: a run that lost its
     scheduler ends with its own one-line error (:meth:`DaskExecutor._cluster_failure`),
-    and Dask's, logged from its event loop as the client closes, came first."""
-    return not str(record.msg).startswith("Failed to reconnect to scheduler")
+    and Dask's "Failed to reconnect to scheduler", logged from its event loop as the client
+    closes, came first; a run stopped (Ctrl-C, SIGTERM) while the client tried again was
+    followed by the traceback of the attempt that closing the client cancelled."""
+    if str(record.msg).startswith("Failed to reconnect to scheduler"):
+        return False
+    return not (record.exc_info and record.exc_info[0] is asyncio.CancelledError)
 
 
 class DaskExecutor:
@@ -165,17 +170,41 @@ class DaskExecutor:
 
         try:
             self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
-            self.client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as e:
             raise DnaembedError(f"cannot use the Dask scheduler at {scheduler}: {e}") from None
         self.where = f"the Dask scheduler at {scheduler}"
         try:
+            self._wait_for_a_worker()
             self._check_workers_dnaembed()
         except DnaembedError:
             self.client.close()
             raise
         if memory_limit:
             self._check_worker_memory(memory_limit)
+
+    def _wait_for_a_worker(self) -> None:
+        """Waits, saying so, until the cluster has a worker.
+
+        Why not fail: workers that dask-jobqueue submits wait in the batch queue, and may
+        join minutes after their scheduler started (a run stopped after 10 s with Dask's
+        "Only 0/1 workers arrived after 10"). A run with none waits as it would mid-run
+        (:class:`~dnaembed.execute.dask_watch.WorkerWatch`), until Ctrl-C or SIGTERM."""
+        from dnaembed.log import logger
+
+        if self.client.nthreads():
+            return
+        logger.warning("%s has no workers yet: the run waits until one joins", self.where)
+        lost = DnaembedError(f"lost the connection to {self.where}: the scheduler stopped or "
+                             "cannot be reached")
+        try:
+            while not self.client.nthreads():
+                if self.client.status != "running":
+                    raise lost
+                with contextlib.suppress(TimeoutError):  # still none
+                    self.client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+        except OSError:  # the scheduler is gone (Dask's closed connections)
+            raise lost from None
+        logger.info("%s has %s", self.where, counted(len(self.client.nthreads()), "worker"))
 
     def _start_local(self, workers: int, threads_per_worker: int,
                      memory_limit: int | None) -> None:
@@ -218,6 +247,8 @@ class DaskExecutor:
         except Exception:  # noqa: BLE001 - a worker that left as it was asked
             return None
         for worker, version in sorted(versions.items()):
+            if isinstance(version, OSError):  # it left, or is leaving, as it was asked
+                continue
             if version != __version__:
                 found = (f"cannot import dnaembed ({version})"
                          if isinstance(version, Exception) else f"has dnaembed {version}")
