@@ -177,13 +177,14 @@ def test_closed_in_memory_array_lets_its_rows_go():
     assert array._buffer == bytearray()
 
 
-def _resident_file_bytes() -> int:
-    """This process's resident pages of mapped files (Linux), in bytes."""
+def _resident_bytes(kind: str) -> int:
+    """This process's resident pages of ``kind`` (Linux: "File", mapped files, or "Anon"),
+    in bytes."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("RssFile:"):
+            if line.startswith(f"Rss{kind}:"):
                 return int(line.split()[1]) << 10
-    pytest.skip("no RssFile in /proc/self/status")
+    pytest.skip(f"no Rss{kind} in /proc/self/status")
 
 
 def test_a_spilled_array_keeps_its_pages_resident_only_within_resident_up_to(tmp_path):
@@ -198,19 +199,33 @@ def test_a_spilled_array_keeps_its_pages_resident_only_within_resident_up_to(tmp
 
     def read_every_part() -> int:
         """Resident bytes of mapped files, after the reads, beyond those before."""
-        before = _resident_file_bytes()
+        before = _resident_bytes("File")
         for part in parts:
             assert (array.take(np.sort(part))[:, 0] == np.sort(part) // 4096).all()
-        return _resident_file_bytes() - before
+        return _resident_bytes("File") - before
 
     assert read_every_part() < 16 << 20  # given back after every 8 MB (RELEASE_BYTES)
-    with array.resident_up_to(array.nbytes):
-        assert read_every_part() > 48 << 20  # faulted in once, kept
-        inside = _resident_file_bytes()
-    assert inside - _resident_file_bytes() > 48 << 20  # given back at the block's end
     with array.resident_up_to(16 << 20):  # less than the file: given back as it grows
         assert read_every_part() < 32 << 20
+    anon = _resident_bytes("Anon")
+    with array.resident_up_to(array.nbytes):  # the whole file: held in memory
+        assert read_every_part() < 16 << 20  # not from the mapping's pages...
+        inside = _resident_bytes("Anon")
+        assert inside - anon > 48 << 20  # ...but from a copy, made once
+    assert inside - _resident_bytes("Anon") > 48 << 20  # given back at the block's end
+    assert read_every_part() < 16 << 20  # the mapping again, released as before
     array.close()
+
+
+def test_an_array_closed_while_held_in_memory_closes_its_mapping(tmp_path):
+    array = SpillArray((4,), np.float32, spill_to=tmp_path / "v.f32")
+    array.append(np.arange(40, dtype=np.float32).reshape(10, 4))
+    array.finish()
+    mapping = array._mapped.map
+    with array.resident_up_to(array.nbytes):
+        assert array.take(np.array([9]))[0].tolist() == [36, 37, 38, 39]
+        array.close()
+    assert mapping.closed
 
 
 def test_a_memory_budget_lets_round_1_keep_its_spilled_vectors_resident():
