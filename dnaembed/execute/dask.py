@@ -144,8 +144,14 @@ class DaskExecutor:
         if _not_reconnect_failure not in client_log.filters:
             client_log.addFilter(_not_reconnect_failure)
         self._shared: dict[int, tuple[Any, str]] = {}  # id(object) -> (object, plugin name)
+        self._quiet_logs = contextlib.ExitStack()
         if scheduler is not None:
-            self._connect(scheduler, memory_limit)
+            self._quiet_dask_info()
+            try:
+                self._connect(scheduler, memory_limit)
+            except BaseException:
+                self._quiet_logs.close()
+                raise
         else:
             self._start_local(workers, threads_per_worker, memory_limit)
         plugins = [AllocatorSettings(), ImportsAhead()]
@@ -163,6 +169,15 @@ class DaskExecutor:
         # are checked as the ones at the start were.
         joined = self._dnaembed_fault if self.cluster is None else None
         self._watch = WorkerWatch(self.client, self.where, self._more_memory(), joined)
+
+    def _quiet_dask_info(self) -> None:
+        """Dask's INFO lines off this process's standard error until :meth:`close`, as a
+        LocalCluster's ``silence_logs`` keeps them for its own: a client of a scheduler
+        that died mid-run printed "distributed.batched - INFO - Batched Comm Closed" with
+        a traceback before the run's own one-line error. Its warnings and errors stay."""
+        from distributed.utils import silence_logging_cmgr
+
+        self._quiet_logs.enter_context(silence_logging_cmgr(logging.WARNING))
 
     def _connect(self, scheduler: str, memory_limit: int | None) -> None:
         """A client of the cluster at ``scheduler``, once a worker fit for the run is there."""
@@ -389,6 +404,7 @@ class DaskExecutor:
             with contextlib.suppress(Exception):
                 self.client.unregister_worker_plugin(name)
         self.client.close()
+        self._quiet_logs.close()
         if self.cluster is not None:
             # A worker with torch loaded may take longer to exit than the nanny waits before
             # it kills it, with a warning; the work is done by then, so the kill is quiet.
