@@ -403,8 +403,10 @@ class DaskExecutor:
         for name in self._plugin_names:
             with contextlib.suppress(Exception):
                 self.client.unregister_worker_plugin(name)
-        self.client.close()
-        self._quiet_logs.close()
+        try:
+            self.client.close()
+        finally:
+            self._quiet_logs.close()
         if self.cluster is not None:
             # A worker with torch loaded may take longer to exit than the nanny waits before
             # it kills it, with a warning; the work is done by then, so the kill is quiet.
