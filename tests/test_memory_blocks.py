@@ -249,9 +249,12 @@ def test_a_memory_budget_lets_round_1_keep_its_spilled_vectors_resident():
     work = plan_work(2048 * MB, None, units=3_000_000)
     assert work.plan.spill_vectors
     assert work.plan.resident_vectors == ROUND1_RESIDENT_PER_READ * 3_000_000
-    assert "search vectors 366.2 MB (float16) spilled to the tmpdir (up to 366.2 MB of them " \
-           "resident in round 1)" in work.describe()
+    assert "search vectors 366.2 MB (float16) spilled to the tmpdir (held in memory in " \
+           "round 1)" in work.describe()
     assert plan_work(None, None, units=3_000_000).plan.resident_vectors == 0
+    work.plan.resident_vectors = 100 * MB  # a plan that lets fewer stay: as many pages
+    assert "search vectors 366.2 MB (float16) spilled to the tmpdir (up to 100.0 MB of them " \
+           "resident in round 1)" in work.describe()
 
 
 def test_a_budget_leaves_the_reads_what_the_tasks_do_not_take():

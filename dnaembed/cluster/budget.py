@@ -91,10 +91,11 @@ class WorkPlan:
             reads = (f"reads in memory up to {self.reads_in_memory / MB:,.0f} MB (the sequences "
                      "at two bits per base), then spilled to the tmpdir")
         where = "in memory"
-        if p.spill_vectors:
-            resident = min(p.resident_vectors, vectors)
-            where = (f"spilled to the tmpdir (up to {resident / MB:,.1f} MB of them resident in "
-                     "round 1)")
+        if p.spill_vectors and p.resident_vectors >= vectors:
+            where = "spilled to the tmpdir (held in memory in round 1)"
+        elif p.spill_vectors:
+            where = (f"spilled to the tmpdir (up to {p.resident_vectors / MB:,.1f} MB of them "
+                     "resident in round 1)")
         return (f"{head}: {reads}; search vectors {vectors / MB:,.1f} MB (float16) {where}; "
                 f"embedding in chunks of {p.chunk_size:,} reads; partitions of about "
                 f"{p.partition_size:,} reads")
