@@ -174,7 +174,7 @@ def clustered_files(
     """
     from dnaembed.cluster.budget import plan_work
     from dnaembed.cluster.partitioned import cluster_units
-    from dnaembed.io.spill import SpillDir
+    from dnaembed.io.spill_dir import SpillDir
 
     if strand not in STRANDS:
         raise DnaembedError(f"unknown strand mode {strand!r} (use both or plus)")

@@ -32,10 +32,10 @@ from dnaembed.io.sequences import read_sequences, write_sequences
 from dnaembed.io.spill import (
     PackedStrings,
     SpillArray,
-    SpillDir,
     oriented_strings,
     strings_of,
 )
+from dnaembed.io.spill_dir import SpillDir
 from dnaembed.io.tables import read_table
 from dnaembed.model.checkpoint import load_model
 from dnaembed.pipeline import clustered_files

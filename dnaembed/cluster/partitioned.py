@@ -67,7 +67,8 @@ from dnaembed.cluster.rounds import PairCollector, RepresentativeRounds
 from dnaembed.cluster.threshold import FULL_LENGTH_FRACTION, Threshold
 from dnaembed.cluster.threshold_sample import sampled_threshold
 from dnaembed.cluster.units import Units
-from dnaembed.io.spill import SpillArray, SpillDir, trim_memory
+from dnaembed.io.spill import SpillArray, trim_memory
+from dnaembed.io.spill_dir import SpillDir
 from dnaembed.log import logger
 
 #: Fewest reads per embedding chunk (below the plan's chunk size).

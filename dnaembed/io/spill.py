@@ -9,17 +9,14 @@ a mapped file count as resident memory once touched, so every read-back copies
 the rows it needs and then releases the mapping's pages
 (``madvise(MADV_DONTNEED)``): what stays resident is one request's rows, not
 the file. :class:`PackedStrings` holds strings (sequences, read ids) as one
-byte array with offsets. :class:`SpillDir` is the directory the files go to,
-removed when the run ends, whether it succeeds or fails.
+byte array with offsets. :class:`~dnaembed.io.spill_dir.SpillDir` is the directory the
+files go to, removed when the run ends, whether it succeeds or fails.
 """
 
 from __future__ import annotations
 
 import contextlib
 import mmap
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,35 +28,6 @@ from dnaembed.errors import DnaembedError
 
 if TYPE_CHECKING:  # bases builds on this module
     from dnaembed.io.bases import ReadBlock
-
-
-class SpillDir:
-    """A private directory under ``tmpdir`` (default: the system's), removed on exit."""
-
-    def __init__(self, tmpdir: str | os.PathLike | None = None) -> None:
-        base = Path(tmpdir) if tmpdir is not None else Path(tempfile.gettempdir())
-        if not base.is_dir():
-            raise DnaembedError(f"{base}: --tmpdir is not a directory")
-        try:
-            self.path = Path(tempfile.mkdtemp(prefix="dnaembed-", dir=base))
-        except OSError as e:
-            raise DnaembedError(f"{base}: cannot create a temporary directory: "
-                                f"{e.strerror or e}") from None
-        self._count = 0
-
-    def new_file(self, stem: str) -> Path:
-        """A fresh file name in the directory."""
-        self._count += 1
-        return self.path / f"{self._count:03d}-{stem}"
-
-    def close(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
-
-    def __enter__(self) -> SpillDir:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 #: Strings decoded at a time when a store is iterated.
