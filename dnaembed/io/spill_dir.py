@@ -96,17 +96,26 @@ def remove_leftovers(base: Path) -> list[Path]:
     """Removes the directories under ``base`` that runs of this user left when they were
     killed (see the module notes), logging each; the ones removed."""
     removed = []
-    with contextlib.suppress(OSError), os.scandir(base) as entries:
-        candidates = [Path(os.path.abspath(e.path)) for e in entries
-                      if e.name.startswith(PREFIX) and e.is_dir(follow_symlinks=False)
-                      and e.stat(follow_symlinks=False).st_uid == os.getuid()]
-    for path in sorted(set(candidates) - _OWN):
+    for path in sorted(set(_candidates(base)) - _OWN):
         size = _remove_if_unlocked(path)
         if size is not None:
             logger.info("removed %s, the temporary files of a run that was killed before "
                         "it could remove them (%s MB)", path, f"{size / 1e6:,.0f}")
             removed.append(path)
     return removed
+
+
+def _candidates(base: Path) -> list[Path]:
+    """This user's ``dnaembed-*`` directories under ``base`` (absolute paths); an entry
+    that goes as it is listed, or a tmpdir that cannot be listed, gives none."""
+    found = []
+    with contextlib.suppress(OSError), os.scandir(base) as entries:
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                if (entry.name.startswith(PREFIX) and entry.is_dir(follow_symlinks=False)
+                        and entry.stat(follow_symlinks=False).st_uid == os.getuid()):
+                    found.append(Path(os.path.abspath(entry.path)))
+    return found
 
 
 def _remove_if_unlocked(path: Path) -> int | None:
