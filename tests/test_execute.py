@@ -858,6 +858,21 @@ def test_a_memory_budget_is_respected_and_does_not_change_the_output(sim, small_
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+def test_a_local_cluster_under_a_small_budget_neither_pauses_nor_spills(sim, small_model,
+                                                                        tmp_path):
+    # Under 340M torch and the model take a worker past Dask's pause threshold (80%): both
+    # workers paused with nothing to run and the run waited for good.
+    common = ["cluster", f"{sim}.fastq.gz", "-m", str(small_model), "--partition-size", "256"]
+    run_cli(*common, "-o", str(tmp_path / "one.tsv"), check=True)
+    proc = run_cli(*common, "--workers", "2", "--memory", "340M", "-o", str(tmp_path / "two.tsv"),
+                   timeout=150)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0, err
+    assert "memory budget 340 MB per process" in err
+    assert "paused" not in err and "Pausing" not in err and "Unmanaged memory" not in err, err
+    assert (tmp_path / "one.tsv").read_bytes() == (tmp_path / "two.tsv").read_bytes()
+
+
 def _linker_state(linker) -> dict:
     roots, parity = linker.uf.labels()
     at = np.flatnonzero(roots == np.arange(len(roots)))

@@ -68,11 +68,22 @@ HELD_PER_THREAD = 8
 #: With all of these an idle cluster of two workers takes 0.7 s of the client's CPU a minute
 #: and 0.5 s of its workers', against 3.8 and 3.0 s with Dask's own settings
 #: (scripts/bench_idle_cluster.py, docs/benchmarks.md).
+#: Its workers neither spill nor pause for memory: Dask's thresholds (spill at 70% of the
+#: limit, pause at 80%) are for data a worker keeps between tasks, and these keep none (a
+#: task's inputs and result leave with it), while the budget plans each worker's memory up
+#: to --memory, torch and the model alone ~300 MB. A worker past 70% tried to spill
+#: nothing and warned "Unmanaged memory use is high"; one past 80% stopped taking tasks,
+#: and under --memory 340M both workers paused with the model loaded and the run waited
+#: for good. The nanny still restarts a worker past 95% (Dask's ``terminate``), whose
+#: tasks then run again.
 LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False,
                        "distributed.admin.system-monitor.interval": "5s",
                        "distributed.admin.system-monitor.disk": False,
                        "distributed.admin.tick.interval": "1s",
-                       "distributed.worker.memory.monitor-interval": "500ms"}
+                       "distributed.worker.memory.monitor-interval": "500ms",
+                       "distributed.worker.memory.target": False,
+                       "distributed.worker.memory.spill": False,
+                       "distributed.worker.memory.pause": False}
 #: Seconds to wait for a scheduler to answer, and for its first worker.
 CONNECT_TIMEOUT = 10
 
