@@ -257,3 +257,44 @@ def test_a_named_pipe_is_read_whole(sim, tmp_path):
     body = [line for line in piped.stdout.splitlines() if not line.startswith(b"#")]
     assert len(body) == 75
     assert body == [line for line in named.stdout.splitlines() if not line.startswith(b"#")]
+
+
+def test_outputs_that_are_not_files_are_written_as_they_are(sim, tmp_path):
+    # A named pipe, a file descriptor (a shell's `>(...)`), a link: renaming a finished file
+    # onto them replaced them (as root, `-o /dev/null` replaced the machine's /dev/null).
+    import stat
+    import threading
+
+    reads = str(sim / "s.fastq.gz")
+    expected = run_cli("cluster", reads, "-q", check=True).stdout
+    got: dict[str, bytes] = {}
+
+    pipe = tmp_path / "out.pipe"
+    os.mkfifo(pipe)
+    reader = threading.Thread(target=lambda: got.update(pipe=pipe.read_bytes()), daemon=True)
+    reader.start()
+    run_cli("cluster", reads, "-o", str(pipe), "-q", check=True, timeout=120)
+    reader.join(30)
+    assert got["pipe"] == expected and stat.S_ISFIFO(pipe.stat().st_mode)
+
+    read_end, write_end = os.pipe()
+    reader = threading.Thread(target=lambda: got.update(fd=os.fdopen(read_end, "rb").read()),
+                              daemon=True)
+    reader.start()
+    env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, "-m", "dnaembed", "cluster", reads, "-o",
+                           f"/dev/fd/{write_end}", "-q"], pass_fds=(write_end,), env=env,
+                          capture_output=True, timeout=120)
+    os.close(write_end)
+    reader.join(30)
+    assert proc.returncode == 0, proc.stderr
+    assert got["fd"] == expected
+
+    (tmp_path / "data").mkdir()
+    target, link = tmp_path / "data" / "c.tsv", tmp_path / "c.tsv"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    run_cli("cluster", reads, "-o", str(link), "-q", check=True)
+    assert link.is_symlink() and target.read_bytes() == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tsv", "data", "out.pipe"]
+    assert [p.name for p in (tmp_path / "data").iterdir()] == ["c.tsv"]

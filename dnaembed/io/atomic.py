@@ -12,6 +12,13 @@
 * :func:`open_output`: a text stream for a path (compressed by its name:
   ``.gz``, ``.bz2``, ``.xz``, ``.zst``, through xopen), or standard output for ``-``.
 
+An output that is not a file is written as it is, as standard output is
+(:func:`is_stream`): a named pipe, a device (``/dev/null``), one of this process's
+open streams (``/dev/stdout``, a shell's process substitution ``>(gzip > x.gz)``).
+Renaming a file onto one replaced it: a reader of the pipe got nothing, and as root
+``-o /dev/null`` replaced the machine's /dev/null. A symbolic link is written through,
+as a shell's redirection does: the file it names is replaced, the link stays.
+
 A write error (a full disk, a quota, a file-size limit) is reported with the
 name of the file being written, not only "No space left on device".
 """
@@ -21,7 +28,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -39,6 +48,41 @@ def _display(path: Path) -> Path:
     return _PENDING.get(path, path)
 
 
+#: Paths that name an open stream of this process: its standard output or error, a file
+#: descriptor (what a shell's process substitution passes).
+_STREAM_PATH = re.compile(r"/dev/(?:stdout|stderr|fd/\d+)|/proc/(?:self|\d+)/fd/\d+")
+
+
+def is_stream(path: str | os.PathLike) -> bool:
+    """Whether output ``path`` is written as it is rather than through a temporary file
+    renamed onto it (see the module notes): not a file, nor a link to one, but a named
+    pipe, a device, a socket or one of this process's open streams."""
+    if _STREAM_PATH.fullmatch(str(path)):
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # not there yet (or a dangling link): a file to create
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _through_links(path: Path) -> Path:
+    """The file an output at ``path`` replaces: the one a symbolic link names."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+@contextlib.contextmanager
+def _written_as_is(path: Path) -> Iterator[Path]:
+    """``path`` itself, for a stream output; its write errors name it (a closed pipe
+    stays itself: the command ends quietly, as for standard output)."""
+    try:
+        yield path
+    except OSError as e:
+        if isinstance(e, BrokenPipeError) or e.filename not in (None, str(path)):
+            raise
+        raise write_error(path, e) from None
+
+
 def write_error(path: str | os.PathLike, error: OSError) -> DnaembedError:
     """The one-line error for a failed write of ``path``."""
     return DnaembedError(f"{_display(Path(path))}: cannot write: {error.strerror or error}")
@@ -53,7 +97,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     A write error in the body (errno without a file name, or on the temporary
     file) becomes a :class:`DnaembedError` naming ``path``.
     """
-    dest = Path(path)
+    if is_stream(path):
+        with _written_as_is(Path(path)) as stream:
+            yield stream
+        return
+    dest = _through_links(Path(path))
     directory = dest.parent if str(dest.parent) else Path(".")
     name = _display(dest)
     if not directory.is_dir():
@@ -178,6 +226,7 @@ class OutputSet:
         self._created: list[Path] = []
         self._staging: dict[Path, Path] = {}
         self._temps: dict[str, Path] = {}
+        self._streams: set[str] = set()  # outputs written as they are (see is_stream)
 
     def __enter__(self) -> OutputSet:
         check_distinct(self.inputs, self.outputs)
@@ -231,6 +280,10 @@ class OutputSet:
         self._created.extend(missing)  # deepest first: removed in this order
 
     def _stage(self, key: str, dest: Path) -> Path:
+        if is_stream(dest):
+            self._streams.add(key)
+            return dest
+        dest = _through_links(dest)
         directory = dest.parent if str(dest.parent) else Path(".")
         if not directory.is_dir():
             raise DnaembedError(f"{dest}: cannot write: directory {directory} does not exist")
@@ -253,9 +306,10 @@ class OutputSet:
         return staging
 
     def _commit(self) -> None:
-        written = [(k, t) for k, t in self._temps.items() if t.exists()]
+        written = [(k, t) for k, t in self._temps.items()
+                   if k not in self._streams and t.exists()]
         for _key, tmp in written:
-            dest = Path(self.outputs[_key])
+            dest = _PENDING.get(tmp, Path(self.outputs[_key]))
             try:
                 _publish(tmp, dest)
             except OSError as e:
