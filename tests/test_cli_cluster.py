@@ -162,6 +162,22 @@ def test_evaluate_errors(sim, tmp_path, write):
     assert_clean_error(run_cli("evaluate", str(clusters), "--truth", truth), "listed twice")
     other = write("o.tsv", "x1\t0\nx2\t0\n")
     assert_clean_error(run_cli("evaluate", str(other), "--truth", truth), "same reads")
-    assert_clean_error(run_cli("evaluate", str(other)), "--truth")
+    assert_clean_error(run_cli("evaluate", str(other)), "--truth", code=2)
     assert_clean_error(run_cli("evaluate", str(tmp_path / "none.tsv"), "--truth", truth),
                        "no such file")
+    # An empty truth or set of references scored nan with status 0.
+    empty, no_refs = write("empty.tsv", ""), write("empty.fasta", "")
+    assert_clean_error(run_cli("evaluate", str(other), "--truth", str(empty)),
+                       "empty.tsv: no reads (an empty truth table)")
+    assert_clean_error(run_cli("evaluate", str(sim / "s.refs.fasta"), "--refs", str(no_refs)),
+                       "empty.fasta: no reference sequences")
+    assert_clean_error(run_cli("evaluate", str(other), "--format", "starcode", "--truth",
+                               truth), "--format starcode needs --reads", code=2)
+    assert_clean_error(run_cli("evaluate", "-", "--truth", "-"),
+                       "RESULT and --truth cannot both be standard input", code=2)
+    # Clustered reads that the truth lacks are said: they scored A_gamma 0 beside ARI 1.
+    rows = (sim / "s.truth.tsv").read_text().splitlines()
+    half = write("half.tsv", "\n".join(rows[: len(rows) // 2]) + "\n")
+    proc = run_cli("evaluate", truth, "--truth", str(half), check=True)
+    assert f"s.truth.tsv: {len(rows) - len(rows) // 2:,} of the clustered reads are not in " \
+        f"{half}: scored as reads of no strand" in proc.stderr.decode()

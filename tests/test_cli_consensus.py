@@ -117,7 +117,7 @@ def test_missing_inputs_and_unwritable_output(simulated, tmp_path):
                    "-o", str(tmp_path / "no" / "dir.fasta"))
     assert_clean_error(proc, "does not exist")
     proc = run_cli("consensus", "-", "-")
-    assert_clean_error(proc, "cannot both be standard input")
+    assert_clean_error(proc, "READS and CLUSTERS cannot both be standard input", code=2)
 
 
 def test_empty_inputs_give_an_empty_fasta(tmp_path):

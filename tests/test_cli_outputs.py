@@ -298,3 +298,28 @@ def test_outputs_that_are_not_files_are_written_as_they_are(sim, tmp_path):
     assert link.is_symlink() and target.read_bytes() == expected
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tsv", "data", "out.pipe"]
     assert [p.name for p in (tmp_path / "data").iterdir()] == ["c.tsv"]
+
+
+def test_standard_input_twice_and_outputs_that_clash_are_usage_errors(sim, tmp_path):
+    reads = str(sim / "s.fastq.gz")
+    fastq = gzip.decompress((sim / "s.fastq.gz").read_bytes())
+    # The second '-' read nothing, and the run went on with the reads counted as 2 files.
+    proc = run_cli("cluster", "-", "-", "-o", str(tmp_path / "c.tsv"), stdin=fastq)
+    assert_clean_error(proc, "READS (1) and READS (2) cannot both be standard input", code=2)
+    # run's -o is a directory: '-' made one of that name.
+    proc = run_cli("run", reads, "-o", "-", cwd=tmp_path)
+    assert_clean_error(proc, "-o/--output is a directory", code=2)
+    # --log on an output that only the command's own outputs know: run's OUT/clusters.tsv,
+    # embed's NAME.ids.txt (the log was written, then the output over it).
+    (tmp_path / "out").mkdir()
+    proc = run_cli("run", reads, "-o", str(tmp_path / "out"), "--log",
+                   str(tmp_path / "out" / "clusters.tsv"))
+    assert_clean_error(proc, "clusters.tsv and --log are the same file", code=2)
+    proc = run_cli("embed", reads, "-o", str(tmp_path / "e.npy"), "--log",
+                   str(tmp_path / "e.ids.txt"))
+    assert_clean_error(proc, "and --log are the same file", code=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.ids.txt", "out"]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["clusters.tsv"]  # the log
+    # A budget below a megabyte was shown as "0 MB".
+    proc = run_cli("cluster", reads, "--memory", "1K", "-o", str(tmp_path / "m.tsv"))
+    assert_clean_error(proc, "--memory 1,024 bytes is too small")

@@ -101,9 +101,9 @@ def test_run_on_an_empty_file(tmp_path, write):
 
 def test_evaluate_needs_exactly_one_reference(sim):
     strands = str(sim / "s.refs.fasta")
-    assert_clean_error(run_cli("evaluate", strands), "--truth", "--refs")
+    assert_clean_error(run_cli("evaluate", strands), "--truth", "--refs", code=2)
     assert_clean_error(run_cli("evaluate", strands, "--refs", strands, "--truth",
-                               str(sim / "s.truth.tsv")), "one of")
+                               str(sim / "s.truth.tsv")), "one of", code=2)
     # The references against themselves: everything recovered exactly.
     proc = run_cli("evaluate", strands, "--refs", strands, "--json", check=True)
     scores = json.loads(proc.stdout)

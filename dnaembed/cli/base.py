@@ -73,10 +73,11 @@ def common_options(func):
                   help="Also write the log to this file (with a progress line every 30 s).")
     @functools.wraps(func)
     def wrapper(*args, quiet: bool, verbose: int, log_file: str | None, **kwargs):
-        if log_file is not None:
-            from dnaembed.io.atomic import check_distinct
+        from dnaembed.io.atomic import check_distinct, set_log_file
 
+        if log_file is not None:
             check_distinct(_path_arguments(kwargs), {"--log": log_file})
+        set_log_file(log_file)  # nor any output the command's OutputSet holds
         configure(verbosity=verbose, quiet=quiet, log_file=log_file)
         _state["verbose"] = verbose
         try:
@@ -84,6 +85,7 @@ def common_options(func):
         except BrokenPipeError:
             raise ClosedPipe() from None
         finally:
+            set_log_file(None)
             close_log()
 
     return wrapper

@@ -84,11 +84,8 @@ def consensus(
     distance= (mean edit distance of the reads to the strand).
     """
     from dnaembed.cli.jobs import consensus_job
-    from dnaembed.errors import InputError
     from dnaembed.log import logger
 
-    if str(reads) == "-" and str(clusters) == "-":
-        raise InputError("READS and CLUSTERS cannot both be standard input")
     outputs = {"-o/--output": output, "--report": report, "--json": json_path}
     n_reads, strands = consensus_job(reads, clusters, outputs=outputs, plot_dir=plot_dir,
                                      orientation=orientation, options=options, seed=seed,

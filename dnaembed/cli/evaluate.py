@@ -45,16 +45,17 @@ def evaluate(result: str, truth: str | None, refs: str | None, fmt: str, reads: 
     distance 1 and 3 (each reference against its nearest strand), and the
     per-position error of the strands found.
     """
-    from dnaembed.errors import DnaembedError, UsageError
+    from dnaembed.errors import UsageError
     from dnaembed.io.atomic import check_distinct
 
     if (truth is None) == (refs is None):
-        raise DnaembedError("evaluate needs one of --truth TRUTH.tsv (clusters) or "
-                            "--refs REFS.fasta (strands)")
-    if result == "-" and "-" in (truth, refs, reads):
-        raise DnaembedError("RESULT and its reference cannot both be standard input")
+        raise UsageError("evaluate needs one of --truth TRUTH.tsv (clusters) or "
+                         "--refs REFS.fasta (strands)")
     if refs is not None and (fmt != "tsv" or reads is not None):
         raise UsageError("--format and --reads apply to clusters (--truth) only")
+    if fmt == "starcode" and reads is None:
+        raise UsageError("--format starcode needs --reads: Starcode's output numbers its "
+                         "input lines, and the reads name them")
     check_distinct({"RESULT": result, "--truth": truth, "--refs": refs, "--reads": reads},
                    {"--json": json_path})
     if truth is not None:
@@ -63,10 +64,10 @@ def evaluate(result: str, truth: str | None, refs: str | None, fmt: str, reads: 
         scores = evaluate_files(result, truth, fmt=fmt, reads_path=reads)
         key = {"clusters": result, "format": fmt, "truth": truth}
     else:
-        from dnaembed.evaluate.recovery import format_scores, recovery_scores
+        from dnaembed.evaluate.recovery import format_scores, read_references, recovery_scores
         from dnaembed.io.sequences import read_sequences
 
-        references = read_sequences(refs)
+        references = read_references(refs)
         strands = read_sequences(result)
         scores = recovery_scores(references.seqs, strands.seqs, workers=threads or -1)
         key = {"strands": result, "refs": refs}

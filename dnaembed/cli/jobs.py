@@ -255,7 +255,7 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
     """
     from dnaembed.cli.execution import open_executor
     from dnaembed.evaluate.clustering import read_truth
-    from dnaembed.io.sequences import read_sequences
+    from dnaembed.evaluate.recovery import read_references
     from dnaembed.log import freeze_long_lived, set_threads
     from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
     from dnaembed.pipeline import strands_from_files
@@ -272,7 +272,7 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
         freeze_long_lived()
         model_path = search_model_name(model_path, "graph")
         # The references and the truth before the long work: a bad file fails fast.
-        ref_set = read_sequences(refs) if refs else None
+        ref_set = read_references(refs) if refs else None
         if truth is not None:
             read_truth(truth)
         with (

@@ -89,7 +89,11 @@ def run(
     With --truth and --refs, prints the clustering and recovery scores too.
     """
     from dnaembed.cli.jobs import run_job
+    from dnaembed.errors import UsageError
 
+    if out_dir == "-":
+        raise UsageError("-o/--output is a directory for clusters.tsv, strands.fasta and "
+                         "strands.tsv: it cannot be standard output (-)")
     summary = run_job(reads, out_dir, json_path=json_path, plot_dir=plot_dir, seed=seed,
                       threads=threads, **options)
     if json_path == "-":

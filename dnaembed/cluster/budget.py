@@ -149,6 +149,11 @@ def _reads_room(plan: PartitionPlan, room: int, units: int, tasks_here: int) -> 
     return max(share, int(DATA_SHARE * room) - tasks - vectors)
 
 
+def _megabytes(size: int) -> str:
+    """``size`` for a message: in MB, or in bytes below one (a budget of "1K" read "0 MB")."""
+    return f"{size / MB:,.0f} MB" if size >= MB else f"{size:,} bytes"
+
+
 def _refuse(memory: int, needed: float, units: int, partition_size: int, tasks_here: int,
             cells: int, geometry: int) -> NoReturn:
     """The one-line error of a budget too small for the work (checked before the reads
@@ -161,6 +166,6 @@ def _refuse(memory: int, needed: float, units: int, partition_size: int, tasks_h
     # Fewer, larger cells shrink the cells' distances; smaller ones, the tasks.
     advice = "raise --partition-size" if geometry > needed / 2 else "lower --partition-size"
     raise DnaembedError(
-        f"--memory {memory / MB:,.0f} MB is too small for {what}: about {needed / MB:,.0f} MB "
+        f"--memory {_megabytes(memory)} is too small for {what}: about {needed / MB:,.0f} MB "
         f"are needed ({PROCESS_BASE / MB:.0f} MB for the program and the model, "
         f"{CLIENT_BYTES_PER_READ} bytes per read{between}); {advice} or raise --memory")

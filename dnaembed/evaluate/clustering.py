@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dnaembed.errors import InputError
 from dnaembed.io.sequences import describe_path
 from dnaembed.io.tables import read_labels
+from dnaembed.log import logger
 
 
 def accuracy_gamma(
@@ -92,9 +93,18 @@ NOISE_LABELS = frozenset({"contaminant", "", "*", "-", "NA"})
 
 def read_truth(path: str | os.PathLike) -> tuple[dict[str, str], int]:
     """Truth labels without the noise reads, and the number of noise reads dropped."""
+    truth, noise = _truth_and_noise(path)
+    return truth, len(noise)
+
+
+def _truth_and_noise(path: str | os.PathLike) -> tuple[dict[str, str], set[str]]:
+    """Truth labels without the noise reads; the noise reads' ids. An empty table is an
+    error: every score of it was nan."""
     labels = read_labels(path)
+    if not labels:
+        raise InputError(f"{describe_path(path)}: no reads (an empty truth table)")
     truth = {rid: label for rid, label in labels.items() if label not in NOISE_LABELS}
-    return truth, len(labels) - len(truth)
+    return truth, {rid for rid, label in labels.items() if label in NOISE_LABELS}
 
 
 def evaluate_files(
@@ -118,7 +128,7 @@ def evaluate_files(
 
         read_ids = read_sequences(reads_path).ids
     predicted = read_assignments(clusters_path, fmt, read_ids)
-    truth, noise_in_truth = read_truth(truth_path)
+    truth, noise = _truth_and_noise(truth_path)
     if read_ids is not None:
         known = set(read_ids)
         stray = next((rid for rid in predicted if rid not in known), None)
@@ -130,8 +140,13 @@ def evaluate_files(
             f"{describe_path(clusters_path)}: none of its read ids is in "
             f"{describe_path(truth_path)} (are they tables of the same reads?)"
         )
+    absent = sum(1 for rid in predicted if rid not in truth and rid not in noise)
+    if absent:
+        logger.warning("%s: %s of the clustered reads are not in %s: scored as reads of no "
+                       "strand, which no true cluster may hold (A_gamma)", describe_path(
+                           clusters_path), f"{absent:,}", describe_path(truth_path))
     scores = clustering_scores(predicted, truth)
-    scores["truth_noise_reads"] = noise_in_truth
+    scores["truth_noise_reads"] = len(noise)
     return scores
 
 

@@ -19,6 +19,7 @@ nearest exact match of no reference (spurious or duplicate strands).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -148,6 +149,18 @@ def _candidate_pairs(
     rank = idx - np.maximum.accumulate(np.where(first, idx, 0))
     chosen = rank < candidates
     return np.stack([ref_i[chosen], tgt_i[chosen]], axis=1)
+
+
+def read_references(path: str | os.PathLike):
+    """The reference strands of ``path`` (a :class:`~dnaembed.io.sequences.ReadSet`); none is
+    an error: every score against them was nan."""
+    from dnaembed.errors import InputError
+    from dnaembed.io.sequences import describe_path, read_sequences
+
+    references = read_sequences(path)
+    if not len(references.seqs):
+        raise InputError(f"{describe_path(path)}: no reference sequences")
+    return references
 
 
 def recovery_scores(

@@ -44,6 +44,19 @@ from dnaembed.errors import DnaembedError, UsageError
 _PENDING: dict[Path, Path] = {}
 
 
+#: The command's ``--log`` file, while it runs: no output may be it (an output of a
+#: directory, ``run -o OUT``, or named after another, ``embed``'s ``.ids.txt``, is known
+#: only to its :class:`OutputSet`).
+_LOG_FILE: dict[str, str] = {}
+
+
+def set_log_file(path: str | os.PathLike | None) -> None:
+    """Records the command's ``--log`` file (None: none) for :class:`OutputSet` to refuse."""
+    _LOG_FILE.clear()
+    if path is not None:
+        _LOG_FILE["--log"] = str(path)
+
+
 def _display(path: Path) -> Path:
     return _PENDING.get(path, path)
 
@@ -180,8 +193,12 @@ def check_distinct(inputs: Mapping[str, object], outputs: Mapping[str, object]) 
     Paths are compared resolved (symbolic links followed) and by inode, so
     ``./r.fastq``, ``r.fastq`` and a hard link to it are the same file. ``-``
     (standard input or output) and ``None`` are skipped, except that two
-    outputs cannot both be standard output. Keys name the options in messages.
+    inputs cannot both be standard input (the second read nothing), nor two outputs
+    standard output. Keys name the options in messages.
     """
+    stdin = [k for k, v in inputs.items() if v is not None and str(v) == "-"]
+    if len(stdin) > 1:
+        raise UsageError(f"{' and '.join(stdin)} cannot both be standard input")
     ins = [(k, str(v)) for k, v in inputs.items() if v is not None and str(v) != "-"]
     outs = [(k, str(v)) for k, v in outputs.items() if v is not None]
     stdout = [k for k, v in outs if v == "-"]
@@ -229,7 +246,7 @@ class OutputSet:
         self._streams: set[str] = set()  # outputs written as they are (see is_stream)
 
     def __enter__(self) -> OutputSet:
-        check_distinct(self.inputs, self.outputs)
+        check_distinct(self.inputs, {**self.outputs, **_LOG_FILE})
         try:
             for directory in self.directories:
                 self.directory(directory)
@@ -260,7 +277,7 @@ class OutputSet:
     def add(self, key: str, dest: str | os.PathLike) -> Path:
         """Another output, known only once the work has begun (a plot, say)."""
         self.outputs[key] = str(dest)
-        check_distinct(self.inputs, self.outputs)
+        check_distinct(self.inputs, {**self.outputs, **_LOG_FILE})
         self._temps[key] = self._stage(key, Path(dest))
         return self._temps[key]
 
