@@ -71,6 +71,23 @@ def test_blocks_report_the_first_fault_in_file_order(write):
         list(iter_read_blocks(write("cut2.fq", records.replace("AX", "AA")), 8))
 
 
+def test_a_character_outside_ascii_is_reported_at_its_record(tmp_path):
+    # dnaio refuses the whole buffer, before its first record: the message said record 1.
+    records = [f"@r{i}\nACGT\n+\nIIII\n" for i in range(300)] + ["@r300 caf\u00e9\nACGT\n+\nIIII\n"]
+    text = "".join(records).encode()
+    plain, packed = tmp_path / "x.fastq", tmp_path / "x.fastq.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text))
+    for path in (plain, packed):
+        with pytest.raises(InputError, match=rf"^{path}: record 301 \(line 1201\): a character "
+                           r"outside ASCII \(byte 0xc3; FASTA and FASTQ files are ASCII\)$"):
+            read_sequences(path)
+    bom = tmp_path / "bom.fastq"
+    bom.write_bytes(b"\xef\xbb\xbf" + text[:40])
+    with pytest.raises(InputError, match=r"record 1 \(line 1\): a character outside ASCII"):
+        read_sequences(bom)
+
+
 def test_duplicate_ids_are_an_error(write):
     fa = write("dup.fa", ">a\nAC\n>b\nGG\n>a\nTT\n")
     expected = r"record 3 \(a\): duplicate read id \(first seen at record 1\)"

@@ -101,7 +101,7 @@ def _open_records(path: str | os.PathLike) -> Iterator[dnaio.SingleEndReader]:
         raise InputError(f"{name}: not a FASTA or FASTQ file") from None
     except dnaio.FileFormatError as e:
         # dnaio parses the first record when opening.
-        raise InputError(f"{name}: record 1: {_format_error(e)}") from None
+        raise InputError(_fault_message(path, 0, _format_error(e))) from None
     except READ_ERRORS as e:
         raise InputError(f"{name}: cannot read: {e}") from None
     with reader:
@@ -136,6 +136,46 @@ def _format_error(e: Exception) -> str:
     return str(e).replace("\n", " ")
 
 
+def _fault_message(path: str | os.PathLike, before: int, fault: str) -> str:
+    """The one-line error of the reader's ``fault`` after ``before`` good records.
+
+    dnaio refuses a byte outside ASCII for a whole buffer, before any record in it, and
+    without a line: the message named record 1 for a fault in record 301. So the byte is
+    looked for in a named file (standard input is read once: "at or after")."""
+    name = describe_path(path)
+    if "Non-ASCII" not in fault:
+        return f"{name}: record {before + 1}: {fault}"
+    found = None if str(path) == "-" else _first_non_ascii(path)
+    if found is None:
+        return (f"{name}: a character outside ASCII at or after record {before + 1} "
+                "(FASTA and FASTQ files are ASCII)")
+    record, line, byte = found
+    return (f"{name}: record {record} (line {line}): a character outside ASCII (byte "
+            f"0x{byte:02x}; FASTA and FASTQ files are ASCII)")
+
+
+def _first_non_ascii(path: str | os.PathLike) -> tuple[int, int, int] | None:
+    """``(record, line, byte)`` of the first byte outside ASCII in the (decompressed) file:
+    records of four lines (FASTQ) or from each '>' line (FASTA); None if none is found."""
+    from xopen import xopen
+
+    outside = re.compile(rb"[\x80-\xff]")
+    lines = headers = 0
+    previous = b"\n"  # the byte before the chunk: a '>' at the file's start opens a record
+    with contextlib.suppress(Exception), xopen(path, "rb", threads=0) as handle:
+        fasta = None
+        while chunk := handle.read(1 << 20):
+            fasta = chunk[:1] == b">" if fasta is None else fasta
+            hit = outside.search(chunk)
+            head = chunk if hit is None else chunk[: hit.start()]
+            lines += head.count(b"\n")
+            headers += head.count(b"\n>") + (previous == b"\n" and head[:1] == b">")
+            if hit is not None:
+                return (headers if fasta else lines // 4 + 1), lines + 1, chunk[hit.start()]
+            previous = chunk[-1:]
+    return None
+
+
 def iter_reads(
     path: str | os.PathLike, *, allow_empty: bool = True
 ) -> Iterator[tuple[str, str, str | None]]:
@@ -167,7 +207,7 @@ def iter_read_blocks(
                 yield _validated_block(name, before, block, allow_empty)
                 before += len(block)
             if fault is not None:
-                raise InputError(f"{name}: record {before + 1}: {fault}")
+                raise InputError(_fault_message(path, before, fault))
             if len(block) < size:
                 return
 
