@@ -1,3 +1,4 @@
+import gzip
 import os
 import pickle
 import subprocess
@@ -82,8 +83,13 @@ def test_foreign_and_code_carrying_files_are_refused(tmp_path, capsys):
     assert "code ran" not in capsys.readouterr().out
     text = tmp_path / "text.pt"
     text.write_text("hello")
-    with pytest.raises(DnaembedError, match="not a loadable dnaembed model"):
-        load_checkpoint(text)
+    with pytest.raises(DnaembedError, match="not a loadable dnaembed model: not a PyTorch "
+                       "checkpoint"):
+        load_checkpoint(text)  # was the safe loader's "101" (a pickle's opcode)
+    reads = tmp_path / "reads.fastq.gz"  # was torch's paragraph on weights_only's default
+    reads.write_bytes(gzip.compress(b"@r1\nACGT\n+\nIIII\n"))
+    with pytest.raises(DnaembedError, match="not a PyTorch checkpoint"):
+        load_checkpoint(reads)
     with pytest.raises(DnaembedError, match="no such model file"):
         load_model(tmp_path / "missing.pt")
 
@@ -270,3 +276,12 @@ def test_a_capped_instruction_set_has_no_native_bfloat16():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "float32"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is there")
+def test_a_cuda_device_without_cuda_is_named_as_given():
+    from dnaembed.model.checkpoint import resolve_device
+
+    with pytest.raises(DnaembedError, match=r"^--device cuda:9 requested but no CUDA device "
+                       "is available$"):
+        resolve_device("cuda:9")

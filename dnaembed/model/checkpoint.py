@@ -83,16 +83,32 @@ class Checkpoint:
     extra_state: dict | None = None
 
 
+def _looks_like_torch_file(path: Path) -> bool:
+    """Whether ``path`` begins as torch.save writes: a zip archive, or (before torch 1.6)
+    a pickle. Anything else (reads, text) got the safe loader's error about pickles."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+    except OSError as e:
+        raise DnaembedError(f"{path}: cannot read: {e.strerror or e}") from None
+    return head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"
+
+
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Checkpoint:
     """Load a checkpoint without running code from it; refuse foreign or tampered files."""
     name = str(path)
     p = Path(path)
     if not p.is_file():
         raise DnaembedError(f"{name}: no such model file")
+    if not _looks_like_torch_file(p):
+        raise DnaembedError(f"{name}: not a loadable dnaembed model: not a PyTorch checkpoint "
+                            "(a model is the .pt file that dnaembed train writes, or a bundled "
+                            "model's name)")
     try:
         payload = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any unpickling failure means "not our file"
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        # Its first sentence: torch's own goes on about its defaults across versions.
+        reason = str(e).splitlines()[0].split(". ")[0] if str(e) else type(e).__name__
         raise DnaembedError(
             f"{name}: not a loadable dnaembed model (refused by the safe loader: {reason[:200]})"
         ) from None
@@ -174,7 +190,7 @@ def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise DnaembedError("--device cuda requested but no CUDA device is available")
+        raise DnaembedError(f"--device {device} requested but no CUDA device is available")
     if device not in ("cpu",) and not device.startswith("cuda"):
         raise DnaembedError(f"unknown device {device!r} (use auto, cpu or cuda)")
     return torch.device(device)
