@@ -76,6 +76,9 @@ def test_an_output_equal_to_an_input_is_refused_before_any_work(sim, tmp_path):
         (("cluster", r, "-o", str(tmp_path / "y.tsv"), "--log", r), "is the input READS"),
         (("cluster", r, str(second), "-o", str(tmp_path / "y.tsv"), "--log", str(second)),
          "is the input READS (2)"),
+        # An output, not "the input -o/--output".
+        (("cluster", r, "-o", str(tmp_path / "y.tsv"), "--log", str(tmp_path / "y.tsv")),
+         "-o/--output and --log are the same file"),
     ]
     for args, fragment in cases:
         proc = run_cli(*args)

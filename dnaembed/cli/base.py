@@ -76,7 +76,8 @@ def common_options(func):
         from dnaembed.io.atomic import check_distinct, set_log_file
 
         if log_file is not None:
-            check_distinct(_path_arguments(kwargs), {"--log": log_file})
+            inputs, outputs = _path_arguments(kwargs)
+            check_distinct(inputs, {**outputs, "--log": log_file})
         set_log_file(log_file)  # nor any output the command's OutputSet holds
         configure(verbosity=verbose, quiet=quiet, log_file=log_file)
         _state["verbose"] = verbose
@@ -91,21 +92,26 @@ def common_options(func):
     return wrapper
 
 
-def _path_arguments(kwargs: dict) -> dict[str, object]:
-    """The command's file arguments and options, by option name (for the --log check)."""
+#: The commands' options that name what they write (the rest of their paths are read).
+OUTPUT_OPTIONS = frozenset({"output", "out_dir", "centers", "report", "json_path", "plot_dir"})
+
+
+def _path_arguments(kwargs: dict) -> tuple[dict[str, object], dict[str, object]]:
+    """The command's files, by option name, for the --log check: those it reads, and those
+    it writes (so that a --log on one is called an output, not "the input -o/--output")."""
     from dnaembed.io.atomic import named_inputs
 
     ctx = click.get_current_context(silent=True)
-    if ctx is None:
-        return {}
-    paths: dict[str, object] = {}
-    for p in ctx.command.params:
+    inputs: dict[str, object] = {}
+    outputs: dict[str, object] = {}
+    for p in ctx.command.params if ctx is not None else []:
         if isinstance(p.type, click.Path) and kwargs.get(p.name) is not None:
             name = p.human_readable_name if isinstance(p, click.Argument) else "/".join(p.opts)
             value = kwargs[p.name]
             # An argument of several files (cluster and run take nargs=-1 READS).
-            paths.update(named_inputs(name, value if isinstance(value, tuple | list) else [value]))
-    return paths
+            paths = named_inputs(name, value if isinstance(value, tuple | list) else [value])
+            (outputs if p.name in OUTPUT_OPTIONS else inputs).update(paths)
+    return inputs, outputs
 
 
 _state = {"verbose": 0}
