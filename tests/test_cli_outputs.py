@@ -326,3 +326,20 @@ def test_standard_input_twice_and_outputs_that_clash_are_usage_errors(sim, tmp_p
     # A budget below a megabyte was shown as "0 MB".
     proc = run_cli("cluster", reads, "--memory", "1K", "-o", str(tmp_path / "m.tsv"))
     assert_clean_error(proc, "--memory 1,024 bytes is too small")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_a_full_standard_output_is_named(sim, tmp_path):
+    # A write error to standard output had no file name: "error: No space left on device".
+    env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", PYTHONWARNINGS="ignore")
+    reads = str(sim / "s.fastq.gz")
+    for args in (["cluster", reads, "-q"], ["cluster", reads, "-q", "--centers", "-", "-o",
+                                             str(tmp_path / "c.tsv")],
+                 ["evaluate", str(sim / "s.truth.tsv"), "--truth", str(sim / "s.truth.tsv")]):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([sys.executable, "-m", "dnaembed", *args], stdout=full,
+                                  stderr=subprocess.PIPE, env=env, timeout=300)
+        err = proc.stderr.decode()
+        assert proc.returncode == 1 and "Traceback" not in err and err.endswith(
+            "dnaembed: error: standard output: cannot write: No space left on device\n"), args
+    assert list(tmp_path.iterdir()) == []

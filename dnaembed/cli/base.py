@@ -24,6 +24,7 @@ import click
 
 from dnaembed import __version__
 from dnaembed.errors import DnaembedError, UsageError
+from dnaembed.io.atomic import StdoutError
 from dnaembed.log import close_log, configure
 
 #: Exit status when the reader of our stdout went away (128 + SIGPIPE), as shell tools do.
@@ -284,6 +285,8 @@ def _run(argv: list[str] | None) -> None:
     except BrokenPipeError:
         _silence_stdout()
         sys.exit(EXIT_BROKEN_PIPE)
+    except OSError as e:  # a full disk under a redirection: "> /dev/full"
+        sys.exit(_report(StdoutError(e.errno, e.strerror)))
     if isinstance(code, int) and code:
         sys.exit(code)
 
@@ -300,6 +303,11 @@ def _report(e: Exception) -> int:
         return 1
     if isinstance(e, MemoryError):
         print("dnaembed: error: out of memory (try a smaller batch or input)", file=sys.stderr)
+        return 1
+    if isinstance(e, StdoutError):
+        _silence_stdout()  # else Python reports its failed flush again at exit
+        print(f"dnaembed: error: standard output: cannot write: {e.strerror or e}",
+              file=sys.stderr)
         return 1
     if isinstance(e, OSError):
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
@@ -318,7 +326,10 @@ def _silence_stdout() -> None:
 
 def echo_result(text: str) -> None:
     """Results to stdout (logs go to stderr)."""
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    from dnaembed.io.atomic import writing_stdout
+
+    with writing_stdout() as out:
+        out.write(text if text.endswith("\n") else text + "\n")
 
 
 def write_json(path: str, data: dict) -> None:

@@ -159,12 +159,32 @@ def open_text(path: str | os.PathLike) -> IO[str]:
     return xopen(path, "wt", threads=0, encoding="utf-8")
 
 
+class StdoutError(OSError):
+    """A write to standard output failed (a full disk under ``> file``): its message names
+    standard output, where an OSError of a write has no file name."""
+
+
+@contextlib.contextmanager
+def writing_stdout() -> Iterator[IO[str]]:
+    """Standard output, flushed at the end; a failed write raises :class:`StdoutError` (a
+    closed pipe stays itself: the command ends quietly)."""
+    try:
+        yield sys.stdout
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        raise StdoutError(e.errno, e.strerror) from None
+
+
 @contextlib.contextmanager
 def open_output(path: str | os.PathLike) -> Iterator[IO[str]]:
     """A text stream for ``path`` (atomic, compressed by name), or standard output for ``-``."""
     if str(path) == "-":
-        yield sys.stdout
-        sys.stdout.flush()
+        with writing_stdout() as out:
+            yield out
         return
     with atomic_path(path) as tmp, open_text(tmp) as handle:
         yield handle

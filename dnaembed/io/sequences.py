@@ -28,7 +28,7 @@ from typing import IO
 import dnaio
 
 from dnaembed.errors import InputError
-from dnaembed.io.atomic import atomic_path
+from dnaembed.io.atomic import atomic_path, writing_stdout
 
 _INVALID_BASE = re.compile(r"[^ACGTN]")
 
@@ -323,7 +323,8 @@ def write_sequences(
     """Write FASTA (no qualities) or FASTQ; gzip when the name ends in ``.gz``; atomic."""
     fmt = "fastq" if quals is not None else "fasta"
     if str(path) == "-":
-        with dnaio.open(sys.stdout.buffer, mode="w", fileformat=fmt) as writer:
+        with (writing_stdout() as out,
+              dnaio.open(out.buffer, mode="w", fileformat=fmt) as writer):
             _write_records(writer, ids, seqs, quals)
         return
     with (
