@@ -217,7 +217,7 @@ def test_evaluate_format_errors(sim, tmp_path, write):
                        "bad.uc: line 1: not a .uc record")
     starcode = write("s.txt", "ACGT\t2\t1,2\n")
     assert_clean_error(run_cli("evaluate", str(starcode), "--format", "starcode", "--truth",
-                               truth), "--reads")
+                               truth), "--reads", code=2)
     assert_clean_error(run_cli("evaluate", str(bad), "--format", "nope", "--truth", truth),
                        "--format", code=2)
 
