@@ -9,8 +9,10 @@ is, so that a SLURM log shows the job alive at least every 30 s.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -79,6 +81,31 @@ def configure(verbosity: int = 0, quiet: bool = False, log_file: str | None = No
     _state["started"] = _state["last_line"] = time.monotonic()
     if not quiet and (not tty or log_file is not None):
         _start_heartbeat()
+
+
+#: How every line of a --log file this program wrote begins.
+_LOG_LINE = re.compile(r"\d\d:\d\d:\d\d dnaembed: ")
+
+
+def refuse_foreign_log(log_file: str) -> None:
+    """Refuses (usage error) a ``--log`` file that exists, holds something, and is not a log
+    of this program. Opening it empties it, and a file that the command reads or writes
+    only through another option (the checkpoint ``train --resume`` goes on from, the
+    table an earlier ``run`` wrote into OUT) was found to be the log too late: emptied."""
+    from dnaembed.errors import UsageError
+    from dnaembed.io.atomic import is_stream
+
+    if is_stream(log_file) or not os.path.isfile(log_file) or not os.path.getsize(log_file):
+        return
+    head = b""
+    with contextlib.suppress(Exception):  # unreadable, or not what its name says: not a log
+        from xopen import xopen
+
+        with xopen(log_file, "rb") as handle:
+            head = handle.readline(200)
+    if not _LOG_LINE.match(head.decode("ascii", "replace")):
+        raise UsageError(f"--log {log_file}: the file exists and is not a dnaembed log: "
+                         "refusing to overwrite it")
 
 
 def close_log() -> None:

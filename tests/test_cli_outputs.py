@@ -343,3 +343,30 @@ def test_a_full_standard_output_is_named(sim, tmp_path):
         assert proc.returncode == 1 and "Traceback" not in err and err.endswith(
             "dnaembed: error: standard output: cannot write: No space left on device\n"), args
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_log_file_that_is_not_a_log_is_left_whole(sim, tmp_path):
+    # Opening --log empties it, and a file the command reads or writes only through another
+    # option (the checkpoint `train --resume` goes on from, an earlier run's OUT/clusters.tsv)
+    # was found to be the log too late: emptied.
+    reads = str(sim / "s.fastq.gz")
+    table = tmp_path / "earlier.tsv"
+    table.write_text("#read_id\tcluster_id\nr1\t0\n")
+    proc = run_cli("cluster", reads, "-o", str(tmp_path / "c.tsv"), "--log", str(table))
+    assert_clean_error(proc, f"--log {table}: the file exists and is not a dnaembed log: "
+                       "refusing to overwrite it", code=2)
+    assert table.read_text() == "#read_id\tcluster_id\nr1\t0\n" and no_work_done(proc)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "clusters.tsv").write_text("an earlier run's table\n")
+    proc = run_cli("run", reads, "-o", str(tmp_path / "out"), "--log",
+                   str(tmp_path / "out" / "clusters.tsv"))
+    assert proc.returncode == 2
+    assert (tmp_path / "out" / "clusters.tsv").read_text() == "an earlier run's table\n"
+    # A log of an earlier run (plain or compressed) is written anew, as is an empty file.
+    for name in ("run.log", "run.log.gz", "run.log"):
+        run_cli("cluster", reads, "-o", str(tmp_path / "c.tsv"), "--log",
+                str(tmp_path / name), check=True)
+    empty = tmp_path / "empty.log"
+    empty.touch()
+    run_cli("cluster", reads, "-o", str(tmp_path / "c.tsv"), "--log", str(empty), check=True)
+    assert " dnaembed: " in (tmp_path / "run.log").read_text() and empty.stat().st_size > 0

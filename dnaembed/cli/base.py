@@ -25,7 +25,7 @@ import click
 from dnaembed import __version__
 from dnaembed.errors import DnaembedError, UsageError
 from dnaembed.io.atomic import StdoutError
-from dnaembed.log import close_log, configure
+from dnaembed.log import close_log, configure, refuse_foreign_log
 
 #: Exit status when the reader of our stdout went away (128 + SIGPIPE), as shell tools do.
 EXIT_BROKEN_PIPE = 141
@@ -79,6 +79,7 @@ def common_options(func):
         if log_file is not None:
             inputs, outputs = _path_arguments(kwargs)
             check_distinct(inputs, {**outputs, "--log": log_file})
+            refuse_foreign_log(log_file)
         set_log_file(log_file)  # nor any output the command's OutputSet holds
         configure(verbosity=verbose, quiet=quiet, log_file=log_file)
         _state["verbose"] = verbose
