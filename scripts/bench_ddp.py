@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -57,6 +58,7 @@ def run_one(
         raise SystemExit(f"--global-batch {args.global_batch} is not divisible by {ranks} ranks")
     name = f"{ranks}r-{hook}" + (f"-r{psgd_rank}" if psgd_rank else "")
     run_dir = out / name
+    shutil.rmtree(run_dir, ignore_errors=True)  # a run from scratch (train refuses an old one)
     train_args = [
         "train", "-t", "1", "-o", str(run_dir), "--seed", str(args.seed),
         "--steps", str(args.steps), "--batch-size", str(args.global_batch // ranks),

@@ -271,3 +271,18 @@ def test_stage_errors_name_the_stage(tmp_path):
             load_recipe(recipe(text))
     with pytest.raises(UsageError, match=r"--init x.pt: .* has stages, each with its own init"):
         load_recipe(recipe('[[stage]]\nname = "a"\n'), flags={"train.init": "x.pt"})
+
+
+def test_a_run_into_an_earlier_runs_directory_needs_resume(tmp_path):
+    # Without --resume it replaced the checkpoints and appended its steps to the earlier
+    # run's metrics.jsonl: two runs in one file.
+    from conftest import train_tiny_model
+
+    from dnaembed.errors import UsageError
+
+    out = train_tiny_model(tmp_path / "run", steps=4, val_every=2)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(UsageError, match=r"holds a training run \(last.pt, best.pt, "
+                       r"metrics.jsonl\): --resume to go on with it"):
+        train_tiny_model(out, steps=4, val_every=2)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

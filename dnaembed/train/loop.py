@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dnaembed.errors import DnaembedError
+from dnaembed.errors import DnaembedError, UsageError
 from dnaembed.evaluate.embedding import approximation_metrics
 from dnaembed.log import logger, progress_bar
 from dnaembed.model.checkpoint import load_checkpoint
@@ -42,6 +42,7 @@ from dnaembed.train.pairs import PairBatch, PairSampler
 from dnaembed.train.state import (
     StartState,
     initialise,
+    read_on_main,
     restore,
     save_best,
     save_last,
@@ -165,8 +166,21 @@ def train(
     """
     out_dir = Path(out_dir)
     with training_context(device) as ctx:
+        if not resume:
+            read_on_main(ctx, lambda: _refuse_an_earlier_run(out_dir))
         return train_on(ctx, config, out_dir, resume_from=out_dir / "last.pt" if resume else None,
                         max_seconds=max_seconds)
+
+
+def _refuse_an_earlier_run(out_dir: Path) -> tuple:
+    """A run into a directory holding another, without --resume, is refused: it replaced
+    the checkpoints and appended to the other's metrics.jsonl, two runs' steps in one file.
+    Rank 0's directory is the run's (:func:`read_on_main` gives its answer to every rank)."""
+    held = [name for name in ("last.pt", "best.pt", "metrics.jsonl") if (out_dir / name).exists()]
+    if held:
+        raise UsageError(f"{out_dir} holds a training run ({', '.join(held)}): --resume to go "
+                         "on with it, or another -o (or remove it) to start over")
+    return ()
 
 
 def train_on(
