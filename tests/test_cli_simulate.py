@@ -97,3 +97,17 @@ def test_closed_pipe_is_quiet(tmp_path):
 def test_usage_error_exit_2():
     assert_clean_error(run_cli("simulate", "--no-such-option"), "No such option", code=2)
     assert run_cli("--version").stdout.decode().startswith("dnaembed")
+
+
+def test_numbers_that_are_not_finite_are_usage_errors(tmp_path):
+    # click's float ranges let nan through every bound and inf past an open one:
+    # `--mean-coverage inf` ended in "internal error: ValueError", `--homopolymer-bias inf`
+    # in reads without substitutions, `train --lr inf` in a diverged run.
+    cases = [("simulate", "--mean-coverage", "inf"), ("simulate", "--sub", "nan"),
+             ("simulate", "--homopolymer-bias", "inf"), ("simulate", "--dispersion", "inf"),
+             ("train", "--lr", "inf")]
+    for command, option, value in cases:
+        proc = run_cli(command, "-o", str(tmp_path / "out"), option, value)
+        assert_clean_error(proc, f"Invalid value for '{option}': '{value}' is not a finite "
+                           "number", code=2)
+    assert list(tmp_path.iterdir()) == []

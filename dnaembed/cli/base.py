@@ -13,6 +13,7 @@ command's help ends with examples (:mod:`.examples`).
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import signal
@@ -370,12 +371,24 @@ def constrained(estimator: type, name: str) -> click.ParamType:
         if isinstance(rule, Options):
             return click.Choice(list(rule.values))
         if isinstance(rule, Interval):
-            kind = click.IntRange if rule.integer else click.FloatRange
+            kind = click.IntRange if rule.integer else FiniteRange
             return kind(min=rule.low, max=rule.high,
                         min_open=rule.closed in ("right", "neither") and rule.low is not None,
                         max_open=rule.closed in ("left", "neither") and rule.high is not None)
     raise ValueError(f"{estimator.__name__}.{name} has no interval or options to check")
 
 
-RATE = click.FloatRange(0.0, 1.0)
-FRACTION = click.FloatRange(0.0, 1.0)
+class FiniteRange(click.FloatRange):
+    """A float range that refuses nan and infinity: click's lets nan through every bound and
+    infinity past an open one (``simulate --mean-coverage inf`` ended in an internal error,
+    ``--homopolymer-bias inf`` in reads without substitutions)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+RATE = FiniteRange(0.0, 1.0)
+FRACTION = FiniteRange(0.0, 1.0)

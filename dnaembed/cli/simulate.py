@@ -6,7 +6,15 @@ from pathlib import Path
 
 import click
 
-from dnaembed.cli.base import FRACTION, RATE, _length_range, cli, common_options, echo_result
+from dnaembed.cli.base import (
+    FRACTION,
+    RATE,
+    FiniteRange,
+    _length_range,
+    cli,
+    common_options,
+    echo_result,
+)
 from dnaembed.sim.channel import PRESETS
 
 
@@ -98,10 +106,10 @@ from dnaembed.sim.channel import PRESETS
 @click.option("--ins", type=RATE, help="Insertion rate per nt (overrides the preset).")
 @click.option("--del", "deletion", type=RATE, help="Deletion rate per nt (overrides the preset).")
 @click.option("--burst-rate", type=RATE, help="Rate of multi-base deletions per nt.")
-@click.option("--burst-length", type=click.FloatRange(min=2.0), help="Mean burst length (>= 2).")
+@click.option("--burst-length", type=FiniteRange(min=2.0), help="Mean burst length (>= 2).")
 @click.option(
     "--homopolymer-bias",
-    type=click.FloatRange(min=0.0),
+    type=FiniteRange(min=0.0),
     help="Deletion bias in homopolymers (nanopore-like).",
 )
 @click.option(
@@ -113,28 +121,28 @@ from dnaembed.sim.channel import PRESETS
 )
 @click.option(
     "--mean-coverage",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteRange(min=0.0, min_open=True),
     default=10.0,
     show_default=True,
     help="Mean reads per strand.",
 )
 @click.option(
     "--dispersion",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteRange(min=0.0, min_open=True),
     default=5.0,
     show_default=True,
     help="Negative binomial dispersion k (variance m + m^2/k).",
 )
 @click.option(
     "--sigma",
-    type=click.FloatRange(min=0.0),
+    type=FiniteRange(min=0.0),
     default=0.5,
     show_default=True,
     help="Lognormal coverage: sd of the log rate.",
 )
 @click.option(
     "--dropout",
-    type=click.FloatRange(0.0, 1.0, max_open=True),
+    type=FiniteRange(0.0, 1.0, max_open=True),
     default=0.0,
     show_default=True,
     help="Fraction of strands with no reads.",
@@ -155,14 +163,14 @@ from dnaembed.sim.channel import PRESETS
 )
 @click.option(
     "--truncate-mean",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteRange(min=0.0, min_open=True),
     default=30.0,
     show_default=True,
     help="Mean number of missing bases of a truncated read.",
 )
 @click.option(
     "--contaminants",
-    type=click.FloatRange(0.0, 1.0, max_open=True),
+    type=FiniteRange(0.0, 1.0, max_open=True),
     default=0.0,
     show_default=True,
     help="Fraction of reads that come from no strand.",

@@ -6,7 +6,14 @@ import sys
 
 import click
 
-from dnaembed.cli.base import DEVICE, PRECISION_CHOICE, cli, common_options, echo_result
+from dnaembed.cli.base import (
+    DEVICE,
+    PRECISION_CHOICE,
+    FiniteRange,
+    cli,
+    common_options,
+    echo_result,
+)
 
 
 @cli.command()
@@ -36,7 +43,7 @@ from dnaembed.cli.base import DEVICE, PRECISION_CHOICE, cli, common_options, ech
 @click.option("--steps", type=click.IntRange(min=1), help="Override train.steps.")
 @click.option(
     "--steps-scale",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     default=1.0,
     help="Multiply every stage's steps, warm-up and validation interval (a short trial "
     "of a whole recipe, e.g. 0.002).",
@@ -48,7 +55,7 @@ from dnaembed.cli.base import DEVICE, PRECISION_CHOICE, cli, common_options, ech
     "labels (0: this process; same batches either way).",
 )
 @click.option("--batch-size", type=click.IntRange(min=1), help="Override train.batch_size.")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), help="Override train.lr.")
+@click.option("--lr", type=FiniteRange(min=0, min_open=True), help="Override train.lr.")
 @click.option("--loss", type=click.Choice(["chi2", "poisson", "mse"]), help="Override train.loss.")
 @click.option("--device", type=DEVICE, default="auto", show_default=True,
               help="auto (CUDA when present, else CPU), cpu, cuda or cuda:N.")
@@ -69,7 +76,7 @@ from dnaembed.cli.base import DEVICE, PRECISION_CHOICE, cli, common_options, ech
 )
 @click.option(
     "--max-seconds",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     help="Stop (and validate) after this much wall time.",
 )
 @click.option(
@@ -79,7 +86,7 @@ from dnaembed.cli.base import DEVICE, PRECISION_CHOICE, cli, common_options, ech
 )
 @click.option("--powersgd-rank", type=click.IntRange(min=1), help="PowerSGD matrix rank.")
 @click.option(
-    "--bucket-cap-mb", type=click.FloatRange(min=0, min_open=True), help="DDP bucket size in MB."
+    "--bucket-cap-mb", type=FiniteRange(min=0, min_open=True), help="DDP bucket size in MB."
 )
 @click.option(
     "--grad-accum",
