@@ -100,6 +100,29 @@ def test_report_draws_a_summary_and_training_curves(done, tmp_path):
                        "metrics.jsonl: no such file")
 
 
+def test_sources_of_one_name_get_a_directory_each(done, tmp_path):
+    # r1/summary.json and r2/summary.json both went to OUT/summary: the first one's plots lost.
+    import shutil
+
+    for run in ("r1", "r2"):
+        (tmp_path / run).mkdir()
+        shutil.copy(done / "out" / "summary.json", tmp_path / run / "summary.json")
+    out = tmp_path / "plots"
+    run_cli("report", str(tmp_path / "r1" / "summary.json"), str(tmp_path / "r2" / "summary.json"),
+            "-o", str(out), "-q", check=True)
+    assert sorted(p.name for p in out.iterdir()) == ["summary-1", "summary-2"]
+    for name in ("summary-1", "summary-2"):
+        assert (out / name / "distances.png").read_bytes().startswith(PNG)
+    # Two names: each directory had its plots made, but only the last one's were kept
+    # (the plots were known by their file name alone).
+    shutil.copy(done / "out" / "summary.json", tmp_path / "a.json")
+    shutil.copy(done / "out" / "summary.json", tmp_path / "b.json")
+    run_cli("report", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-o",
+            str(tmp_path / "two"), "-q", check=True)
+    for name in ("a", "b"):
+        assert (tmp_path / "two" / name / "distances.png").read_bytes().startswith(PNG)
+
+
 def test_cluster_and_consensus_summaries(done, tmp_path):
     reads = str(done / "s.fastq.gz")
     proc = run_cli("cluster", reads, "-o", str(tmp_path / "c.tsv"), "--json", "-q",

@@ -184,7 +184,8 @@ def save_figures(figures: Mapping[str, object], directory: str | os.PathLike, ou
     written = []
     for name, fig in figures.items():
         dest = Path(directory) / name
-        target = outputs.add(f"plot {name}", dest) if outputs is not None else dest
+        # Keyed by the whole path: two sources each draw distances.png, in their own places.
+        target = outputs.add(f"plot {dest}", dest) if outputs is not None else dest
         fig.savefig(target, format="png")
         written.append(dest)
     return written
