@@ -111,3 +111,12 @@ def test_numbers_that_are_not_finite_are_usage_errors(tmp_path):
         assert_clean_error(proc, f"Invalid value for '{option}': '{value}' is not a finite "
                            "number", code=2)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_strands_too_long_to_align_are_left_out_of_the_summary(tmp_path):
+    # The summary aligned every sampled read to its strand: 2 x 10^6 nt ran past 300 s.
+    proc = run_cli("simulate", "-o", str(tmp_path / "s"), "--strands", "2", "--length", "20000",
+                   "--seed", "1", check=True, timeout=120)
+    out = proc.stdout.decode()
+    assert "errors measured by aligning 0 reads to their strands of at most 10,000 nt:" in out
+    assert "substitutions     not measured (requested 2.000%)" in out
