@@ -49,15 +49,20 @@ def write(tmp_path):
 
 def train_tiny_model(out_dir: Path, steps: int = 30, val_every: int = 30) -> Path:
     """Really train a tiny model (window 64) for a few steps on CPU; its run directory."""
-    from dnaembed.train.config import load_config
     from dnaembed.train.loop import train
 
-    config = load_config(None, [
+    train(tiny_config(steps, val_every), out_dir, device="cpu")
+    return out_dir
+
+
+def tiny_config(steps: int = 30, val_every: int = 30):
+    """The config of :func:`train_tiny_model`."""
+    from dnaembed.train.config import load_config
+
+    return load_config(None, [
         "model.window=64", "model.channels=[8,8,8]", "model.embedding_dim=16",
         "pairs.length_min=40", "pairs.length_max=64", "pairs.primer_length_min=8",
         "pairs.primer_length_max=12", "pairs.truncate_max=10", "train.batch_size=32",
         f"train.steps={steps}", f"train.val_every={val_every}", "train.val_pairs=64",
         "train.warmup_steps=5", "train.prefetch=0",
     ])
-    train(config, out_dir, device="cpu")
-    return out_dir

@@ -286,3 +286,19 @@ def test_a_run_into_an_earlier_runs_directory_needs_resume(tmp_path):
                        r"metrics.jsonl\): --resume to go on with it"):
         train_tiny_model(out, steps=4, val_every=2)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_resume_at_or_past_its_steps_is_refused(tmp_path):
+    # It printed "best val MAE nan ... at step None" and rewrote config.toml with --steps 2.
+    from conftest import tiny_config, train_tiny_model
+
+    from dnaembed.errors import UsageError
+
+    out = train_tiny_model(tmp_path / "run", steps=4, val_every=2)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    for steps in (2, 4):
+        config = tiny_config(steps, val_every=2)
+        with pytest.raises(UsageError, match=rf"is at step 4, not below --steps {steps}: "
+                           "nothing to train"):
+            train(config, out, device="cpu", resume=True)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -225,6 +225,11 @@ def _start(ctx: DistContext, config: TrainConfig, out_dir: Path, stage: int,
     start = StartState()
     if resume_from is not None:
         start = restore(resume_from, model, optimizer, ctx, out_dir)
+        if start.step >= cfg.steps:
+            # Nothing to train: the run printed "best val MAE nan ... at step None" and
+            # rewrote config.toml with the smaller --steps (every rank has the step).
+            raise UsageError(f"--resume: {resume_from} is at step {start.step}, not below "
+                             f"--steps {cfg.steps}: nothing to train (a larger --steps goes on)")
     elif cfg.init:
         initialise(Path(cfg.init), model, ctx)
     ddp_model, comm = wrap_ddp(model, ctx, config.distributed)
