@@ -120,3 +120,13 @@ def test_strands_too_long_to_align_are_left_out_of_the_summary(tmp_path):
     out = proc.stdout.decode()
     assert "errors measured by aligning 0 reads to their strands of at most 10,000 nt:" in out
     assert "substitutions     not measured (requested 2.000%)" in out
+
+
+def test_option_conflicts_name_the_options(tmp_path):
+    # They exited 1 with the library's words ("GC bounds must satisfy ...", "5' primer").
+    out = str(tmp_path / "s")
+    assert_clean_error(run_cli("simulate", "-o", out, "--gc-min", "0.8", "--gc-max", "0.2"),
+                       "--gc-min 0.8 is above --gc-max 0.2", code=2)
+    assert_clean_error(run_cli("simulate", "-o", out, "--primer-5", "ACGZ"),
+                       "--primer-5 'ACGZ': a primer is a sequence of A, C, G and T", code=2)
+    assert list(tmp_path.iterdir()) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -199,6 +200,14 @@ def _plan(o: dict, seed: int):
         raise click.UsageError("--partner-shift and --partner-edits need --partners")
     if o["shared_start"] and not o["shared_length"]:
         raise click.UsageError("--shared-start needs --shared-region")
+    # Checked here, where the options' names are known (the library's messages name its
+    # parameters, and these exited 1).
+    if o["gc_min"] is not None and o["gc_max"] is not None and o["gc_min"] > o["gc_max"]:
+        raise click.UsageError(f"--gc-min {o['gc_min']:g} is above --gc-max {o['gc_max']:g}")
+    for option, key in (("--primer-5", "primer5"), ("--primer-3", "primer3")):
+        if o[key] is not None and not re.fullmatch(r"[ACGTacgt]+", o[key]):
+            raise click.UsageError(f"{option} {o[key]!r}: a primer is a sequence of A, C, G "
+                                   "and T")
     strands = ("refs", "n_strands", "max_homopolymer", "gc_min", "gc_max", "gc_window",
                "primer_length", "primer5", "primer3", "preset")
     return SimulationPlan(
