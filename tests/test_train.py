@@ -65,6 +65,23 @@ def test_config_errors_are_clear(tmp_path):
         load_config(bad)
 
 
+def test_config_errors_name_where_the_value_came_from(tmp_path):
+    # A config's `train = 5` was reported as "--label-workers 0: train is not a table",
+    # `--set train.lr.x=1` as "config: train.lr: ...", `--set =1` as "unknown config
+    # entries: " (no name).
+    config = tmp_path / "five.toml"
+    config.write_text("train = 5\n")
+    out = ["-o", str(tmp_path / "run")]
+    assert_clean_error(run_cli("train", "-c", str(config), *out, "--label-workers", "0"),
+                       f"{config}: train is 5, not a table (so --label-workers 0 cannot set it)",
+                       code=2)
+    assert_clean_error(run_cli("train", *out, "--set", "train.lr.x=1"),
+                       "--set train.lr.x=1: train.lr: expected a number", code=2)
+    assert_clean_error(run_cli("train", *out, "--set", "=1"),
+                       "--set '=1' must look like section.key=value", code=2)
+    assert not (tmp_path / "run").exists()
+
+
 def test_train_cli_and_bad_device(tmp_path):
     args = ["train", "-o", str(tmp_path / "run"), "--steps", "10", "-q"]
     args += [a for item in TINY + ["train.val_every=10"] for a in ("--set", item)]

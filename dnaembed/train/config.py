@@ -136,12 +136,19 @@ class Layers:
         """Set ``section.key`` (dotted) to ``value``, recording ``origin``."""
         parts = key.split(".")
         target = self.data
-        for part in parts[:-1]:
+        for depth, part in enumerate(parts[:-1], start=1):
             target = target.setdefault(part, {})
             if not isinstance(target, dict):
-                raise UsageError(f"{origin}: {part} is not a table")
+                # Named by where the value came from, not by the option that met it (a
+                # config's `train = 5` was reported as "--label-workers 0: ...").
+                table = ".".join(parts[:depth])
+                raise UsageError(f"{self.origins.get(table, self.source)}: {table} is "
+                                 f"{target!r}, not a table (so {origin} cannot set it)")
         target[parts[-1]] = value
-        self.origins[key] = origin
+        # Every table on the way is this origin's now: `--set train.lr.x=1` made train.lr a
+        # table, and its error named "config".
+        for depth in range(2, len(parts) + 1):
+            self.origins[".".join(parts[:depth])] = origin
 
     def merge(self, tables: dict, origin: str, prefix: str = "") -> None:
         """Lay ``tables`` over these (a stage's ``[stage.train]`` etc.), leaf by leaf."""
@@ -194,9 +201,9 @@ def parse_overrides(items: list[str] | None = None, flags: dict | None = None) -
     """
     out = []
     for item in items or []:
-        if "=" not in item:
+        key, _, value = item.partition("=")
+        if not key.strip() or "=" not in item:
             raise UsageError(f"--set {item!r} must look like section.key=value")
-        key, value = item.split("=", 1)
         out.append(Override(key.strip(), _parse_value(value.strip()), f"--set {item}"))
     for key, value in (flags or {}).items():
         if value is not None:
