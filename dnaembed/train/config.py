@@ -147,7 +147,7 @@ class Layers:
         target[parts[-1]] = value
         # Every table on the way is this origin's now: `--set train.lr.x=1` made train.lr a
         # table, and its error named "config".
-        for depth in range(2, len(parts) + 1):
+        for depth in range(min(2, len(parts)), len(parts) + 1):
             self.origins[".".join(parts[:depth])] = origin
 
     def merge(self, tables: dict, origin: str, prefix: str = "") -> None:
