@@ -276,3 +276,18 @@ def test_gathered_rows_are_the_slices_joined(width):
     # Rows far wider than most: not as rows of one width.
     assert gather_padded(buffer, np.array([0, 1, 2]), np.array([width, 1, 1])) is None
     assert gather_padded(buffer, np.zeros(0, np.int64), np.zeros(0, np.int64)) is None
+
+
+def test_a_character_outside_ascii_in_a_pipe_is_not_looked_for_again(tmp_path):
+    # A pipe (`<(zcat ...)`) is read once: opening it again to find the byte would wait for
+    # a writer that is gone, or read on from where the reader stopped.
+    import os
+    import threading
+
+    pipe = tmp_path / "reads.pipe"
+    os.mkfifo(pipe)
+    text = b"@r0\nACGT\n+\nIIII\n@r1 caf\xc3\xa9\nACGT\n+\nIIII\n"
+    writer = threading.Thread(target=lambda: pipe.write_bytes(text), daemon=True)
+    writer.start()
+    with pytest.raises(InputError, match=r"a character outside ASCII at or after record 1"):
+        read_sequences(pipe)

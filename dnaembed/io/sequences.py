@@ -141,11 +141,12 @@ def _fault_message(path: str | os.PathLike, before: int, fault: str) -> str:
 
     dnaio refuses a byte outside ASCII for a whole buffer, before any record in it, and
     without a line: the message named record 1 for a fault in record 301. So the byte is
-    looked for in a named file (standard input is read once: "at or after")."""
+    looked for in a regular file (standard input or a pipe, ``<(zcat ...)``, is read
+    once: "at or after")."""
     name = describe_path(path)
     if "Non-ASCII" not in fault:
         return f"{name}: record {before + 1}: {fault}"
-    found = None if str(path) == "-" else _first_non_ascii(path)
+    found = _first_non_ascii(path) if str(path) != "-" and Path(path).is_file() else None
     if found is None:
         return (f"{name}: a character outside ASCII at or after record {before + 1} "
                 "(FASTA and FASTQ files are ASCII)")
