@@ -130,3 +130,36 @@ def test_option_conflicts_name_the_options(tmp_path):
     assert_clean_error(run_cli("simulate", "-o", out, "--primer-5", "ACGZ"),
                        "--primer-5 'ACGZ': a primer is a sequence of A, C, G and T", code=2)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_design_conflicts_name_the_options(tmp_path, write):
+    # They exited 1 with the library's words: "channel substitution + deletion rates must not
+    # exceed 1", "a shared region of 200 nt at position 0 does not fit ...".
+    refs = write("refs.fa", ">a\nACGTACGTACGT\n>b\nACGTACGTACGTAAAA\n")
+    cases = [
+        (["--sub", "0.6", "--del", "0.6"], "--sub 0.6 and --del 0.6: the channel's "
+         "substitution and deletion rates add up to more than 1"),
+        (["--sub", "0.99"], "--sub 0.99 and --preset nanopore (deletion 0.019): the channel's "
+         "substitution and deletion rates"),
+        (["--shared-region", "200"], "--shared-region 200, --shared-start 0 and --length 150: "
+         "the shared region does not fit in the shortest design (150 nt)"),
+        (["--shared-region", "10", "--shared-start", "145", "--length", "150-160"],
+         "--shared-region 10, --shared-start 145 and --length 150-160: the shared region"),
+        (["--partners", "0.5", "--partner-shift", "150"], "--partner-shift 150 and --length "
+         "150: the partner shift is not shorter than the shortest design (150 nt)"),
+        (["--partners", "0.5", "--partner-edits", "145", "--shared-region", "10"],
+         "--partner-edits 145, --shared-region 10 and --length 150: the partner edits do not "
+         "fit in the shortest design (150 nt, 140 positions outside the shared region)"),
+        (["--refs", str(refs), "--shared-region", "13"], f"--shared-region 13, --shared-start "
+         f"0 and --refs {refs}: the shared region does not fit in the shortest design (12 nt)"),
+        (["--refs", str(refs), "--window-shift", "5"], f"--window-shift 5 and --refs {refs}: "
+         "overlapping windows are made from random strands"),
+        (["--gc-window", "21", "--gc-min", "0.5", "--gc-max", "0.52"], "--gc-window 21, "
+         "--gc-min 0.5 and --gc-max 0.52: no 21-base window can have a GC fraction in"),
+    ]
+    for args, message in cases:
+        err = assert_clean_error(run_cli("simulate", "-o", "s", *args, cwd=tmp_path),
+                                 message, code=2)
+        assert "shared_length" not in err and "partner_" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["refs.fa"]
+

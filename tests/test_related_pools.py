@@ -83,7 +83,9 @@ def test_simulate_cli_related_pool(tmp_path):
     assert_clean_error(run_cli("simulate", "--partners", "0.3", "-o", "x", cwd=tmp_path),
                        "--partner-shift", code=2)
     assert_clean_error(run_cli("simulate", "--window-shift", "5", "--length", "40-60",
-                               "-o", "x", cwd=tmp_path), "one strand length")
+                               "-o", "x", cwd=tmp_path),
+                       "--window-shift 5 and --length 40-60: overlapping windows need one "
+                       "strand length", code=2)
     assert not list(tmp_path.glob("x.*"))
 
 

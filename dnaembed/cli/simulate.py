@@ -184,10 +184,47 @@ def simulate(prefix: str, seed: int, threads: int, **options) -> None:
     orientation) and PREFIX.refs.fasta; prints a summary. Related pools
     (--window-shift, --shared-region, --partners) keep every design its own strand.
     """
+    from dnaembed.errors import SettingsConflict
     from dnaembed.sim.simulate import run_simulation
 
-    summary = run_simulation(_plan(options, seed), Path(prefix))
+    try:
+        summary = run_simulation(_plan(options, seed), Path(prefix))
+    except SettingsConflict as e:
+        # The library decides what fits (a shared region, a partner shift, a GC limit) and
+        # names its parameters; here they are the options.
+        raise click.UsageError(_in_options(e, options)) from None
     echo_result(summary)
+
+
+#: The library's names of settings whose option's name differs (the rest are the same).
+_SETTING_OPTIONS = {"substitution": "sub", "insertion": "ins", "burst_mean_length": "burst_length"}
+
+#: Settings a --preset gives when no option does.
+_PRESET_RATES = ("substitution", "insertion", "deletion", "burst_rate", "burst_mean_length",
+                 "homopolymer_bias")
+
+
+def _in_options(conflict, o: dict) -> str:
+    """The message of a library :class:`~dnaembed.errors.SettingsConflict`, naming the options
+    and their values (``--shared-region 200, --shared-start 0 and --length 150: ...``)."""
+    words = [_as_option(name, value, o) for name, value in conflict.settings.items()]
+    return f"{_and(words)}: {conflict.problem}"
+
+
+def _as_option(name: str, value: object, o: dict) -> str:
+    """A setting as the command line gives it: its option and value, or where it came from."""
+    key = _SETTING_OPTIONS.get(name, name)
+    params = {p.name: p for p in click.get_current_context().command.params}
+    if key in params and o.get(key) is not None:
+        return f"{max(params[key].opts, key=len)} {o[key]}"
+    if name in _PRESET_RATES:
+        return f"--preset {o['preset']} ({name.replace('_', ' ')} {value:g})"
+    return f"{name.replace('_', ' ')} {value}"
+
+
+def _and(words: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def _plan(o: dict, seed: int):

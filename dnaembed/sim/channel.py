@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnaembed.encoding import random_codes, segment_ids
-from dnaembed.errors import DnaembedError
+from dnaembed.errors import DnaembedError, SettingsConflict
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,11 @@ class Channel:
             if not 0.0 <= value <= 1.0:
                 raise DnaembedError(f"channel {field} rate must be in [0, 1], got {value}")
         if self.substitution + self.deletion > 1.0:
-            raise DnaembedError("channel substitution + deletion rates must not exceed 1")
+            # One uniform draw per base decides it: deleted, substituted or kept.
+            raise SettingsConflict(
+                "the channel's substitution and deletion rates add up to more than 1",
+                {"substitution": self.substitution, "deletion": self.deletion},
+            )
         if self.burst_mean_length < 2.0:
             raise DnaembedError(
                 f"burst mean length must be at least 2, got {self.burst_mean_length}"

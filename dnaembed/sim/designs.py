@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnaembed.encoding import decode_flat, random_codes
-from dnaembed.errors import DnaembedError
+from dnaembed.errors import DnaembedError, SettingsConflict
 from dnaembed.sim.strands import random_strands
 
 #: Redraws of a partner whose substitutions came out closer than asked (a base put back).
@@ -84,8 +84,19 @@ class RelatedDesigns:
             parts.append(f"{self.shared_length} nt shared by all at position {self.shared_start}")
         return "; ".join(parts) + " (each design its own strand)"
 
+    def check(self, shortest: int) -> None:
+        """Refuse a shared region or partners that do not fit in designs of ``shortest`` nt
+        (before the designs are made: the same rules :meth:`apply` meets)."""
+        if self.shared_length:
+            check_shared_region(self.shared_start, self.shared_length, shortest)
+        if self.partner_fraction > 0:
+            check_partner(shortest, shift=self.partner_shift, edits=self.partner_edits,
+                          protect=(self.shared_start, self.shared_length))
+
     def apply(self, designs: list[str], rng: np.random.Generator) -> list[str]:
         """The pool ``designs`` turned related: partners first, then the shared region."""
+        if designs:
+            self.check(min(len(s) for s in designs))
         out = list(designs)
         if self.partner_fraction > 0:
             out = add_partners(out, self.partner_fraction, rng, shift=self.partner_shift,
@@ -114,12 +125,38 @@ def window_designs(n: int, length: int, shift: int, rng: np.random.Generator,
 def share_region(designs: list[str], start: int, length: int,
                  rng: np.random.Generator) -> list[str]:
     """Every design with the same random ``length`` nt at positions ``start .. start+length``."""
-    shortest = min(len(s) for s in designs)
-    if start + length > shortest:
-        raise DnaembedError(f"a shared region of {length} nt at position {start} does not fit "
-                            f"in the shortest design ({shortest} nt)")
+    check_shared_region(start, length, min(len(s) for s in designs))
     region = decode_flat(random_codes(rng, length), np.array([length]))[0]
     return [s[:start] + region + s[start + length :] for s in designs]
+
+
+def check_shared_region(start: int, length: int, shortest: int) -> None:
+    """Refuse a shared region of ``length`` nt at ``start`` that runs past a design of
+    ``shortest`` nt."""
+    if start + length > shortest:
+        raise SettingsConflict(
+            f"the shared region does not fit in the shortest design ({shortest} nt)",
+            {"shared_length": length, "shared_start": start},
+        )
+
+
+def check_partner(shortest: int, *, shift: int = 0, edits: int = 0,
+                  protect: tuple[int, int] = (0, 0)) -> None:
+    """Refuse a partner shift that is not shorter than a design of ``shortest`` nt, or more
+    partner edits than it has positions outside ``protect`` (start, length)."""
+    if shift >= shortest:
+        raise SettingsConflict(
+            f"the partner shift is not shorter than the shortest design ({shortest} nt)",
+            {"partner_shift": shift},
+        )
+    start, length = protect
+    free = shortest - len(range(start, min(start + length, shortest)))
+    if edits > free:
+        outside = f", {free} positions outside the shared region" if length else ""
+        raise SettingsConflict(
+            f"the partner edits do not fit in the shortest design ({shortest} nt{outside})",
+            {"partner_edits": edits, **({"shared_length": length} if length else {})},
+        )
 
 
 def add_partners(designs: list[str], fraction: float, rng: np.random.Generator, *,
@@ -141,9 +178,7 @@ def add_partners(designs: list[str], fraction: float, rng: np.random.Generator, 
     for source, target in zip(chosen[:pairs].tolist(), chosen[pairs:].tolist()):
         seq = designs[source]
         if shift:
-            if shift >= len(seq):
-                raise DnaembedError(f"partner shift {shift} is not shorter than the design "
-                                    f"({len(seq)} nt)")
+            check_partner(len(seq), shift=shift)
             tail = decode_flat(random_codes(rng, shift), np.array([shift]))[0]
             out[target] = seq[shift:] + tail
         else:
@@ -156,11 +191,9 @@ def _substituted(seq: str, edits: int, rng: np.random.Generator,
     """``seq`` with ``edits`` substitutions outside ``protect``, exactly ``edits`` edits away."""
     from rapidfuzz.distance import Levenshtein
 
+    check_partner(len(seq), edits=edits, protect=protect)
     start, length = protect
     free = np.setdiff1d(np.arange(len(seq)), np.arange(start, start + length))
-    if edits > len(free):
-        raise DnaembedError(f"{edits} partner edits do not fit in a design of {len(seq)} nt "
-                            f"({len(free)} positions outside the shared region)")
     codes = np.frombuffer(seq.encode("ascii"), dtype=np.uint8)
     for _ in range(_EDIT_REDRAWS):
         where = rng.choice(free, edits, replace=False)
@@ -173,5 +206,8 @@ def _substituted(seq: str, edits: int, rng: np.random.Generator,
         # Substitutions next to each other can cost less as an indel pair: draw again.
         if Levenshtein.distance(seq, partner) == edits:
             return partner
-    raise DnaembedError(f"could not place {edits} substitutions {edits} edits away in a "
-                        f"{len(seq)}-nt design")
+    # Many substitutions on a short design nearly always include neighbours that align
+    # as fewer edits: a matter of the settings, not of bad luck.
+    raise SettingsConflict(f"could not place that many substitutions exactly that many edits "
+                           f"apart in a {len(seq)}-nt design ({_EDIT_REDRAWS} tries; fewer "
+                           "edits or longer designs)", {"partner_edits": edits})

@@ -6,7 +6,8 @@ training-pair sampler draws from the same :func:`dnaembed.sim.channel.transmit`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from dnaembed.encoding import (
     reverse_segments,
     segment_ids,
 )
-from dnaembed.errors import DnaembedError
+from dnaembed.errors import DnaembedError, SettingsConflict
 from dnaembed.sim.channel import Channel, aligned_rates, calibrated, transmit
 from dnaembed.sim.coverage import Coverage
 from dnaembed.sim.designs import RelatedDesigns
@@ -335,8 +336,6 @@ class SimulationPlan:
 
     def strands(self) -> tuple[list[str], list[str]]:
         """Strand ids and sequences: from ``refs`` or random, primers added."""
-        from dnaembed.io.sequences import read_sequences
-        from dnaembed.sim.designs import window_designs
         from dnaembed.sim.strands import add_primers, random_strands
 
         related = RelatedDesigns(**self.related)
@@ -345,27 +344,10 @@ class SimulationPlan:
         strand_rng, primer_rng, related_rng = (
             np.random.default_rng([self.seed, k]) for k in (1, 2, 3)
         )
-        constraints = dict(max_homopolymer=self.max_homopolymer, gc_window=self.gc_window,
-                           gc_min=self.gc_min, gc_max=self.gc_max)
-        if self.refs is not None:
-            if related.window_shift:
-                raise DnaembedError("overlapping windows are made from random strands: "
-                                    "leave out --refs or the window shift")
-            refs = read_sequences(self.refs, allow_empty=False)
-            if len(refs) == 0:
-                raise DnaembedError(f"{self.refs}: no strands in the file")
-            ids, seqs = refs.ids, refs.seqs
-        elif related.window_shift:
-            if self.length[0] != self.length[1]:
-                raise DnaembedError("overlapping windows need one strand length, not a range")
-            seqs = window_designs(self.n_strands, self.length[0], related.window_shift,
-                                  strand_rng, **constraints)
-            ids = strand_id_list(self.n_strands)
-        else:
-            seqs = random_strands(self.n_strands, self.length, strand_rng, **constraints)
-            ids = strand_id_list(self.n_strands)
+        ids, seqs = self._designs(related, strand_rng)
         if related.active:
-            seqs = related.apply(seqs, related_rng)
+            with self._measured_against():
+                seqs = related.apply(seqs, related_rng)
         left = _checked_primer(self.primer5, "5'")
         right = _checked_primer(self.primer3, "3'")
         if self.primer_length and (left is None or right is None):
@@ -375,6 +357,49 @@ class SimulationPlan:
         if left or right:
             seqs = add_primers(seqs, left or "", right or "")
         return ids, seqs
+
+    def _designs(self, related: RelatedDesigns,
+                 rng: np.random.Generator) -> tuple[list[str], list[str]]:
+        """The designs before they are related and primed: from ``refs``, windows or random;
+        a related pool that does not fit them is refused before random ones are drawn."""
+        from dnaembed.io.sequences import read_sequences
+        from dnaembed.sim.designs import window_designs
+        from dnaembed.sim.strands import random_strands
+
+        constraints = dict(max_homopolymer=self.max_homopolymer, gc_window=self.gc_window,
+                           gc_min=self.gc_min, gc_max=self.gc_max)
+        if self.refs is not None:
+            if related.window_shift:
+                raise SettingsConflict("overlapping windows are made from random strands, "
+                                       "not from references",
+                                       {"window_shift": related.window_shift, "refs": self.refs})
+            refs = read_sequences(self.refs, allow_empty=False)
+            if len(refs) == 0:
+                raise DnaembedError(f"{self.refs}: no strands in the file")
+            with self._measured_against():
+                related.check(min(len(s) for s in refs.seqs))
+            return refs.ids, refs.seqs
+        with self._measured_against():
+            related.check(self.length[0])
+        if related.window_shift:
+            if self.length[0] != self.length[1]:
+                raise SettingsConflict("overlapping windows need one strand length, not a range",
+                                       {"window_shift": related.window_shift,
+                                        "length": self.length})
+            seqs = window_designs(self.n_strands, self.length[0], related.window_shift, rng,
+                                  **constraints)
+        else:
+            seqs = random_strands(self.n_strands, self.length, rng, **constraints)
+        return strand_id_list(self.n_strands), seqs
+
+    @contextmanager
+    def _measured_against(self) -> Iterator[None]:
+        """A related pool's conflict also names what the designs' length came from."""
+        try:
+            yield
+        except SettingsConflict as e:
+            basis = {"refs": self.refs} if self.refs is not None else {"length": self.length}
+            raise e.adding(**basis) from None
 
 
 def _checked_primer(primer: str | None, end: str) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dnaembed.encoding import decode_flat
-from dnaembed.errors import DnaembedError
+from dnaembed.errors import DnaembedError, SettingsConflict
 
 _GC = np.array([0, 1, 1, 0], dtype=np.int64)  # A, C, G, T
 # The bases of each GC class, so that a class can be chosen first and a base within it second.
@@ -35,19 +35,10 @@ def random_strands(
         raise DnaembedError(f"strand length must be >= 1 (and min <= max), got {length}")
     if max_homopolymer is not None and max_homopolymer < 1:
         raise DnaembedError(f"max homopolymer must be >= 1, got {max_homopolymer}")
+    check_gc_limit(length, gc_window, gc_min, gc_max)
     constrain_gc = gc_min is not None or gc_max is not None
     gmin = 0.0 if gc_min is None else gc_min
     gmax = 1.0 if gc_max is None else gc_max
-    if constrain_gc:
-        if not 0 <= gmin <= gmax <= 1:
-            raise DnaembedError(f"GC bounds must satisfy 0 <= min <= max <= 1, got {gmin}, {gmax}")
-        if gc_window < 2:
-            raise DnaembedError(f"GC window must be >= 2, got {gc_window}")
-        # Each window must admit an integer GC count.
-        if int(np.floor(gmax * gc_window)) < int(np.ceil(gmin * gc_window)):
-            raise DnaembedError(
-                f"no {gc_window}-base window can have a GC fraction in [{gmin}, {gmax}]"
-            )
     lengths = rng.integers(lo, hi + 1, size=n)
     if max_homopolymer is None and not constrain_gc:
         seq = rng.integers(0, 4, size=(n, hi), dtype=np.uint8)
@@ -55,6 +46,29 @@ def random_strands(
         seq = _constrained(n, hi, rng, max_homopolymer, constrain_gc, gc_window, gmin, gmax)
     keep = np.arange(hi)[None, :] < lengths[:, None]
     return decode_flat(seq[keep], lengths)
+
+
+def check_gc_limit(length: int | tuple[int, int], gc_window: int = 20,
+                   gc_min: float | None = None, gc_max: float | None = None) -> None:
+    """Refuse a GC limit that cannot hold on strands of ``length``.
+
+    No limit (both bounds None) is always fine. Otherwise the bounds must be ordered, and
+    every ``gc_window``-base window must admit a whole number of GC bases between them.
+    """
+    if gc_min is None and gc_max is None:
+        return
+    gmin = 0.0 if gc_min is None else gc_min
+    gmax = 1.0 if gc_max is None else gc_max
+    if not 0 <= gmin <= gmax <= 1:
+        raise DnaembedError(f"GC bounds must satisfy 0 <= min <= max <= 1, got {gmin}, {gmax}")
+    if gc_window < 2:
+        raise DnaembedError(f"GC window must be >= 2, got {gc_window}")
+    limits = {k: v for k, v in (("gc_min", gc_min), ("gc_max", gc_max)) if v is not None}
+    if int(np.floor(gmax * gc_window)) < int(np.ceil(gmin * gc_window)):
+        raise SettingsConflict(
+            f"no {gc_window}-base window can have a GC fraction in [{gmin:g}, {gmax:g}]",
+            {"gc_window": gc_window, **limits},
+        )
 
 
 def _constrained(n, length, rng, max_run, constrain_gc, window, gmin, gmax) -> np.ndarray:
