@@ -163,3 +163,23 @@ def test_design_conflicts_name_the_options(tmp_path, write):
         assert "shared_length" not in err and "partner_" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["refs.fa"]
 
+
+def test_gc_window_longer_than_the_strands_is_refused(tmp_path):
+    # Strands shorter than the window have no whole window: --gc-min/--gc-max did nothing.
+    cases = [
+        (["--gc-window", "200", "--gc-min", "0.4"], "--gc-window 200, --gc-min 0.4 and "
+         "--length 150: the GC window is longer than the shortest strand (150 nt)"),
+        (["--length", "15-200", "--gc-max", "0.6"], "--gc-window 20, --gc-max 0.6 and "
+         "--length 15-200: the GC window is longer than the shortest strand (15 nt)"),
+        # Windows are cut from one long sequence, which the window fits: the designs do not.
+        (["--window-shift", "5", "--length", "15", "--gc-max", "0.6"], "--gc-window 20, "
+         "--gc-max 0.6 and --length 15: the GC window is longer"),
+    ]
+    for args, message in cases:
+        assert_clean_error(run_cli("simulate", "-o", "s", *args, cwd=tmp_path), message, code=2)
+    assert list(tmp_path.iterdir()) == []
+    # A window as long as the strands holds.
+    run_cli("simulate", "-o", "s", "--strands", "50", "--length", "20", "--gc-min", "0.4",
+            "--gc-max", "0.6", "-q", cwd=tmp_path, check=True)
+    gc = [sum(c in "GC" for c in s) for s in read_sequences(tmp_path / "s.refs.fasta").seqs]
+    assert min(gc) >= 8 and max(gc) <= 12

@@ -50,7 +50,9 @@ from dnaembed.sim.channel import PRESETS
 @click.option("--max-homopolymer", type=click.IntRange(min=1), help="Longest run of one base.")
 @click.option("--gc-min", type=FRACTION, help="Minimum GC fraction in every GC window.")
 @click.option("--gc-max", type=FRACTION, help="Maximum GC fraction in every GC window.")
-@click.option("--gc-window", type=click.IntRange(min=2), default=20, show_default=True)
+@click.option("--gc-window", type=click.IntRange(min=2), default=20, show_default=True,
+              help="Bases per GC window: at most the shortest strand (the window of "
+              "--gc-min/--gc-max).")
 @click.option(
     "--primers",
     "primer_length",

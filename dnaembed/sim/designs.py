@@ -26,7 +26,7 @@ import numpy as np
 
 from dnaembed.encoding import decode_flat, random_codes
 from dnaembed.errors import DnaembedError, SettingsConflict
-from dnaembed.sim.strands import random_strands
+from dnaembed.sim.strands import check_gc_limit, random_strands
 
 #: Redraws of a partner whose substitutions came out closer than asked (a base put back).
 _EDIT_REDRAWS = 20
@@ -118,6 +118,8 @@ def window_designs(n: int, length: int, shift: int, rng: np.random.Generator,
         raise DnaembedError(f"window shift must be >= 1, got {shift}")
     if length < 1:
         raise DnaembedError(f"design length must be >= 1, got {length}")
+    # The whole sequence is longer than a design: the window must fit in a design.
+    check_gc_limit(length, **{k: v for k, v in constraints.items() if k.startswith("gc_")})
     whole = random_strands(1, length + (n - 1) * shift, rng, **constraints)[0]
     return [whole[i * shift : i * shift + length] for i in range(n)]
 

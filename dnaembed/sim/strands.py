@@ -50,10 +50,12 @@ def random_strands(
 
 def check_gc_limit(length: int | tuple[int, int], gc_window: int = 20,
                    gc_min: float | None = None, gc_max: float | None = None) -> None:
-    """Refuse a GC limit that cannot hold on strands of ``length``.
+    """Refuse a GC limit that cannot hold, or would not hold, on strands of ``length``.
 
-    No limit (both bounds None) is always fine. Otherwise the bounds must be ordered, and
-    every ``gc_window``-base window must admit a whole number of GC bases between them.
+    No limit (both bounds None) is always fine. Otherwise the bounds must be ordered, every
+    ``gc_window``-base window must admit a whole number of GC bases between them, and the
+    window must fit in the shortest strand: a strand shorter than the window never has a
+    whole window, so the limit would not apply to it (it was dropped silently).
     """
     if gc_min is None and gc_max is None:
         return
@@ -68,6 +70,13 @@ def check_gc_limit(length: int | tuple[int, int], gc_window: int = 20,
         raise SettingsConflict(
             f"no {gc_window}-base window can have a GC fraction in [{gmin:g}, {gmax:g}]",
             {"gc_window": gc_window, **limits},
+        )
+    shortest = length if isinstance(length, int) else length[0]
+    if gc_window > shortest:
+        raise SettingsConflict(
+            f"the GC window is longer than the shortest strand ({shortest} nt), which would "
+            "have no GC limit",
+            {"gc_window": gc_window, **limits, "length": length},
         )
 
 
