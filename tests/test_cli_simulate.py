@@ -183,3 +183,21 @@ def test_gc_window_longer_than_the_strands_is_refused(tmp_path):
             "--gc-max", "0.6", "-q", cwd=tmp_path, check=True)
     gc = [sum(c in "GC" for c in s) for s in read_sequences(tmp_path / "s.refs.fasta").seqs]
     assert min(gc) >= 8 and max(gc) <= 12
+
+
+def test_refs_with_options_of_random_strands_is_refused(tmp_path, write):
+    # --refs takes the file's strands: --length, --strands and the synthesis constraints
+    # were ignored without a word.
+    refs = write("refs.fa", ">a\nACGTACGTACGTACGTACGT\n")
+    cases = [
+        (["--length", "50", "--strands", "7"], f"--strands 7 and --length 50 cannot go with "
+         f"--refs {refs}: the strands come from the file (those options shape random strands)"),
+        (["--strands", "1000"], f"--strands 1000 cannot go with --refs {refs}"),  # the default
+        (["--gc-min", "0.3", "--max-homopolymer", "3"], "--max-homopolymer 3 and --gc-min 0.3 "
+         "cannot go with"),
+        (["--gc-window", "10"], "--gc-window 10 cannot go with"),
+    ]
+    for args, message in cases:
+        assert_clean_error(run_cli("simulate", "-o", "s", "--refs", str(refs), *args,
+                                   cwd=tmp_path), message, code=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["refs.fa"]

@@ -346,6 +346,14 @@ def write_json(path: str, data: dict) -> None:
         out.write(text + "\n")
 
 
+def given(name: str) -> bool:
+    """Whether the running command's parameter ``name`` was given (on the command line or
+    in the environment), not left at its default: ``--strands 1000`` is given."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source not in (None, click.core.ParameterSource.DEFAULT,
+                          click.core.ParameterSource.DEFAULT_MAP)
+
+
 def _length_range(value: str) -> tuple[int, int]:
     try:
         if "-" in value:

@@ -15,6 +15,7 @@ from dnaembed.cli.base import (
     cli,
     common_options,
     echo_result,
+    given,
 )
 from dnaembed.sim.channel import PRESETS
 
@@ -31,7 +32,8 @@ from dnaembed.sim.channel import PRESETS
 @click.option(
     "--refs",
     type=click.Path(dir_okay=False, allow_dash=True),
-    help="Strands from this FASTA/FASTQ instead of random ones.",
+    help="Strands from this FASTA/FASTQ instead of random ones (not with --strands, "
+    "--length, --max-homopolymer or the GC options).",
 )
 @click.option(
     "--strands",
@@ -189,6 +191,7 @@ def simulate(prefix: str, seed: int, threads: int, **options) -> None:
     from dnaembed.errors import SettingsConflict
     from dnaembed.sim.simulate import run_simulation
 
+    _refuse_random_strand_options(options)
     try:
         summary = run_simulation(_plan(options, seed), Path(prefix))
     except SettingsConflict as e:
@@ -198,12 +201,28 @@ def simulate(prefix: str, seed: int, threads: int, **options) -> None:
     echo_result(summary)
 
 
+#: Options that shape random strands: beside --refs (the file gives the strands) they did nothing.
+_RANDOM_STRAND_OPTIONS = ("n_strands", "length", "max_homopolymer", "gc_min", "gc_max",
+                          "gc_window")
+
 #: The library's names of settings whose option's name differs (the rest are the same).
 _SETTING_OPTIONS = {"substitution": "sub", "insertion": "ins", "burst_mean_length": "burst_length"}
 
 #: Settings a --preset gives when no option does.
 _PRESET_RATES = ("substitution", "insertion", "deletion", "burst_rate", "burst_mean_length",
                  "homopolymer_bias")
+
+
+def _refuse_random_strand_options(o: dict) -> None:
+    """A usage error for --refs with an option given on the command line that only random
+    strands use (``--refs FILE --length 50`` took the file's strands, silently)."""
+    if o["refs"] is None:
+        return
+    ignored = [_as_option(name, o[name], o) for name in _RANDOM_STRAND_OPTIONS if given(name)]
+    if ignored:
+        which = "that option shapes" if len(ignored) == 1 else "those options shape"
+        raise click.UsageError(f"{_and(ignored)} cannot go with --refs {o['refs']}: the strands "
+                               f"come from the file ({which} random strands)")
 
 
 def _in_options(conflict, o: dict) -> str:
