@@ -164,6 +164,37 @@ def test_out_of_range_value_names_its_sources(tmp_path):
         load_config(None, ["train=1"])
 
 
+#: A config small enough that a run of one step takes seconds (without the keys the tests
+#: below set), so that a conflict the code misses shows as a run, not as a long wait.
+ONE_STEP = ["model.window=64", "model.channels=[8,8,8]", "model.embedding_dim=16",
+            "pairs.length_min=40", "pairs.length_max=64", "pairs.primer_length_min=8",
+            "pairs.primer_length_max=12", "pairs.truncate_max=10", "train.steps=1",
+            "train.val_every=1", "train.val_pairs=16", "train.warmup_steps=0",
+            "train.prefetch=0"]
+
+
+def test_a_value_set_twice_on_the_command_line_is_refused(tmp_path):
+    # --set train.batch_size=abc --batch-size 8 trained with 8: the option replaced the
+    # override, and 'abc' was never checked.
+    out = tmp_path / "run"
+    args = ["train", "-o", str(out), "-q", *[a for item in ONE_STEP for a in ("--set", item)]]
+    cases = [
+        (["--set", "train.batch_size=abc", "--batch-size", "8"],
+         "--set train.batch_size=abc and --batch-size 8 both set train.batch_size (give one)"),
+        (["--set", "train.lr=0.1", "--set", "train.lr=x"],
+         "--set train.lr=0.1 and --set train.lr=x both set train.lr"),
+        # A table holding the key, set whole.
+        (["--set", "distributed={grad_accum=0}", "--grad-accum", "2"],
+         "--set distributed={grad_accum=0} and --grad-accum 2 both set distributed.grad_accum"),
+        # The whole [train] table replaced what --set train.steps=1 set.
+        (["--set", "train={batch_size=16}"],
+         "--set train.steps=1 and --set train={batch_size=16} both set train.steps"),
+    ]
+    for extra, message in cases:
+        assert_clean_error(run_cli(*args, *extra, timeout=120), message, code=2)
+    assert not out.exists()
+
+
 @pytest.fixture
 def one_thread():
     """Torch on one thread for the test (the recipe tests' tiny steps gain nothing from two)."""

@@ -209,7 +209,35 @@ def parse_overrides(items: list[str] | None = None, flags: dict | None = None) -
         if value is not None:
             option = "--" + key.split(".")[-1].replace("_", "-")
             out.append(Override(key, value, f"{option} {value}"))
+    _refuse_repeats(out)
     return out
+
+
+def _refuse_repeats(changes: list[Override]) -> None:
+    """A usage error for two command-line settings of one value: the later replaced the
+    earlier unchecked (``--set train.batch_size=abc --batch-size 8`` trained with 8 and never
+    looked at 'abc'), so every value the command line gives is one the config holds."""
+    for i, later in enumerate(changes):
+        for earlier in changes[:i]:
+            if _replaces(later.key, earlier):
+                key = max(earlier.key, later.key, key=len)
+                raise UsageError(f"{earlier.label} and {later.label} both set {key} "
+                                 "(give one)")
+
+
+def _replaces(key: str, earlier: Override) -> bool:
+    """Whether setting ``key`` replaces all or part of what ``earlier`` set: the same key,
+    the table that holds it, or a key inside the table it set."""
+    if key == earlier.key or earlier.key.startswith(key + "."):
+        return True
+    if not key.startswith(earlier.key + "."):
+        return False
+    value = earlier.value
+    for part in key[len(earlier.key) + 1 :].split("."):
+        if not isinstance(value, dict) or part not in value:
+            return False  # a new key beside the table's (or not a table: Layers.set says so)
+        value = value[part]
+    return True
 
 
 def _parse_value(text: str):
