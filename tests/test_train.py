@@ -195,6 +195,19 @@ def test_a_value_set_twice_on_the_command_line_is_refused(tmp_path):
     assert not out.exists()
 
 
+def test_seed_zero_given_is_a_seed(tmp_path):
+    # `--seed 0` counted as not given: a config's seed = 5 trained with seed 5.
+    config = tmp_path / "c.toml"
+    config.write_text("seed = 5\n")
+    out = tmp_path / "run"
+    args = ["train", "-c", str(config), "-o", str(out), "-q", "-t", "1",
+            *[a for item in ONE_STEP for a in ("--set", item)]]
+    assert_clean_error(run_cli(*args, "--set", "seed=3", "--seed", "0", timeout=120),
+                       "--set seed=3 and --seed 0 both set seed (give one)", code=2)
+    run_cli(*args, "--seed", "0", check=True, timeout=120)
+    assert "seed = 0\n" in (out / "config.toml").read_text()
+
+
 @pytest.fixture
 def one_thread():
     """Torch on one thread for the test (the recipe tests' tiny steps gain nothing from two)."""

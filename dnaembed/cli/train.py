@@ -13,6 +13,7 @@ from dnaembed.cli.base import (
     cli,
     common_options,
     echo_result,
+    given,
 )
 
 
@@ -124,7 +125,8 @@ def train(
     # The options named after a config key (--steps: train.steps, --comm-hook:
     # distributed.comm_hook); the loader names the option in its errors.
     flags = {f"{_DISTRIBUTED.get(k, 'train')}.{k}": v for k, v in settings.items()}
-    flags["seed"] = seed or None
+    # --seed 0 given is a seed too (it gave way to a config's seed); left out, the config's.
+    flags["seed"] = seed if given("seed") else None
     recipe = load_recipe(config_path, list(overrides), flags, steps_scale)
     if nproc and nproc > 1:
         from dnaembed.train.ddp.launch import launch_local
