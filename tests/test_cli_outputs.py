@@ -221,6 +221,33 @@ def test_a_failed_demo_leaves_no_directory(tmp_path):
     assert not (tmp_path / "demo").exists()
 
 
+def test_a_stopped_demo_in_an_existing_directory_leaves_no_demo_files(tmp_path):
+    # An earlier demo's results, then a demo stopped (Ctrl-C) once its reads are written:
+    # the earlier clusters beside the new reads would be two demos mixed. The user's own
+    # file stays.
+    import signal
+    import time
+
+    out = tmp_path / "demo"
+    out.mkdir()
+    for name in ("reads.fastq.gz", "reads.truth.tsv", "reads.refs.fasta", *RUN_FILES):
+        (out / name).write_text("an earlier demo's\n")
+    (out / "notes.txt").write_text("mine\n")
+    env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", PYTHONWARNINGS="ignore")
+    demo = subprocess.Popen([sys.executable, "-m", "dnaembed", "demo", "-o", str(out),
+                             "--strands", "1000", "-q"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    reads = out / "reads.fastq.gz"
+    deadline = time.monotonic() + 300
+    while not (reads.exists() and reads.read_bytes()[:2] == b"\x1f\x8b"):  # the new reads
+        assert demo.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    demo.send_signal(signal.SIGINT)
+    _, err = demo.communicate(timeout=120)
+    assert demo.returncode != 0 and b"Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
 @pytest.mark.parametrize("codec, damage", [("gz", "corrupt"), ("gz", "truncated"),
                                            ("xz", "corrupt")])
 def test_a_damaged_compressed_input_is_a_clean_error_naming_it(tmp_path, codec, damage):

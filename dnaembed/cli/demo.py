@@ -11,6 +11,8 @@ from dnaembed.cli.base import cli, common_options, echo_result
 from dnaembed.sim.channel import PRESETS
 
 STRAND_LENGTH = 150
+#: The simulated reads' files: READS.fastq.gz, READS.truth.tsv, READS.refs.fasta.
+READS = "reads"
 
 
 @cli.command()
@@ -28,7 +30,9 @@ def demo(out_dir: str, n_strands: int, preset: str, seed: int, threads: int) -> 
     coverage of mean 10, half the reads reverse-complemented), clusters the
     reads and reconstructs the strands with the bundled model, and prints the
     clustering scores against the truth and the recovery scores against the
-    designs. A demo that fails removes the directory it created.
+    designs. A demo that fails removes the directory it created; in a directory that was
+    there, it removes the files a demo writes (an earlier demo's too), so that what is left
+    is never two demos' files mixed.
     """
     from dnaembed.cli.jobs import run_job
     from dnaembed.cli.run import format_run
@@ -38,14 +42,16 @@ def demo(out_dir: str, n_strands: int, preset: str, seed: int, threads: int) -> 
     created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
+        # An earlier demo's results beside this one's reads would read as this demo's.
+        _remove_demo_files(out)
         plan = SimulationPlan(n_strands=n_strands, preset=preset, seed=seed,
                               length=(STRAND_LENGTH, STRAND_LENGTH),
                               coverage={"model": "negbin", "mean": 10.0, "dispersion": 5.0},
                               layout={"reverse_fraction": 0.5})
-        echo_result(run_simulation(plan, out / "reads") + "\n")
+        echo_result(run_simulation(plan, out / READS) + "\n")
         summary = run_job(
-            (str(out / "reads.fastq.gz"),), str(out), json_path=None, plot_dir=None,
-            truth=str(out / "reads.truth.tsv"), refs=str(out / "reads.refs.fasta"),
+            (str(out / f"{READS}.fastq.gz"),), str(out), json_path=None, plot_dir=None,
+            truth=str(out / f"{READS}.truth.tsv"), refs=str(out / f"{READS}.refs.fasta"),
             model_path=None, strand="both", max_dist=None, expected_length=STRAND_LENGTH,
             min_size=1, device="auto", batch_size=None, precision="auto", seed=seed,
             threads=threads,
@@ -53,5 +59,18 @@ def demo(out_dir: str, n_strands: int, preset: str, seed: int, threads: int) -> 
     except BaseException:
         if created:  # only what this demo made: the directory did not exist before
             shutil.rmtree(out, ignore_errors=True)
+        else:
+            _remove_demo_files(out)
         raise
     echo_result(format_run(summary, out_dir))
+
+
+def _remove_demo_files(out: Path) -> None:
+    """The files a demo writes in ``out`` (the simulated reads', then `run`'s), removed."""
+    from dnaembed.cli.jobs import RUN_FILES
+    from dnaembed.sim.simulate import SIMULATED_SUFFIXES
+
+    for name in [f"{READS}{suffix}" for suffix in SIMULATED_SUFFIXES] + list(RUN_FILES):
+        path = out / name
+        if path.is_file() or path.is_symlink():
+            path.unlink()

@@ -411,6 +411,10 @@ def _checked_primer(primer: str | None, end: str) -> str | None:
     return upper
 
 
+#: What :func:`run_simulation` writes: PREFIX followed by each of these.
+SIMULATED_SUFFIXES = (".refs.fasta", ".truth.tsv", ".fastq.gz")
+
+
 def run_simulation(plan: SimulationPlan, prefix: str | Path) -> str:
     """Simulate per ``plan`` and write PREFIX.fastq.gz, PREFIX.truth.tsv, PREFIX.refs.fasta.
 
@@ -430,7 +434,7 @@ def run_simulation(plan: SimulationPlan, prefix: str | Path) -> str:
     directory = prefix.parent if str(prefix.parent) else Path(".")
     if not directory.is_dir():
         raise DnaembedError(f"{prefix}: cannot write: directory {directory} does not exist")
-    files = {f"PREFIX{ext}": f"{prefix}{ext}" for ext in (".refs.fasta", ".truth.tsv", ".fastq.gz")}
+    files = {f"PREFIX{ext}": f"{prefix}{ext}" for ext in SIMULATED_SUFFIXES}
     check_distinct({"--refs": plan.refs}, files)  # before the work, not after it
     ids, seqs = plan.strands()
     logger.info("simulating reads of %d strands through the %s channel", len(seqs), channel.name)
