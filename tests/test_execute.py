@@ -794,6 +794,44 @@ def test_an_unreachable_scheduler_is_a_clean_error(sim, small_model, tmp_path):
     assert not (tmp_path / "c.tsv").exists()
 
 
+@contextlib.contextmanager
+def _http_server():
+    """A server on 127.0.0.1 that answers every connection as HTTP does, with a 400: its
+    address (tcp://...)."""
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):  # closed at the end
+            while True:
+                conn, _ = listener.accept()
+                with conn:
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                    time.sleep(0.5)
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+def test_a_scheduler_address_that_is_not_dask_is_a_clean_error(sim, small_model, tmp_path):
+    # Dask's client read the HTTP reply's text as the length of a frame, and the run
+    # ended with "out of memory" (an allocation of exabytes); a server that answered
+    # nothing, as the dashboard's port does, kept the run waiting for good.
+    with _http_server() as address:
+        proc = run_cli("cluster", f"{sim}.fastq.gz", "-o", str(tmp_path / "c.tsv"), "-m",
+                       str(small_model), "--scheduler", address, timeout=60)
+    err = assert_clean_error(proc, f"dnaembed: error: --scheduler {address}: its answer is "
+                             "not Dask's", "is it the scheduler's port")
+    assert "out of memory" not in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "c.tsv").exists()
+
+
 @pytest.mark.parametrize("address", ["tcp://127.0.0.1", "http://127.0.0.1:8786", "inproc://x",
                                      "tcp://host:port"])
 def test_a_malformed_scheduler_address_is_a_usage_error(tmp_path, address):

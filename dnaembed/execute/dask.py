@@ -139,6 +139,38 @@ def _not_reconnect_failure(record: logging.LogRecord) -> bool:
     return not (record.exc_info and record.exc_info[0] is asyncio.CancelledError)
 
 
+def _check_answers_as_dask(scheduler: str) -> None:
+    """Raises :class:`DnaembedError` unless a Dask server answers Dask's handshake at
+    ``scheduler`` (within :data:`CONNECT_TIMEOUT` to connect, as much again to answer).
+
+    Why: Dask's client waits for the handshake's answer without a limit and takes any
+    bytes for its frames: a run pointed at a port that accepts connections and says
+    nothing waited for good, and one at an HTTP server (the scheduler's dashboard, 8787)
+    failed with "out of memory" (the reply's text read as a frame of exabytes)."""
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    args = Security().get_connection_args("client")
+
+    async def handshake() -> None:
+        comm = await asyncio.wait_for(connect(scheduler, timeout=CONNECT_TIMEOUT, **args),
+                                      2 * CONNECT_TIMEOUT)
+        await comm.close()
+
+    hint = ("is it the scheduler's port (8786 by default), not another service's, such as "
+            "the dashboard's (8787)?")
+    try:
+        asyncio.run(handshake())
+    except TimeoutError:
+        raise DnaembedError(f"--scheduler {scheduler}: no Dask answer within "
+                            f"{2 * CONNECT_TIMEOUT} s of connecting: {hint}") from None
+    except OSError as e:  # refused, unreachable, or closed by the other end
+        raise DnaembedError(f"cannot use the Dask scheduler at {scheduler}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - whatever Dask makes of another protocol
+        raise DnaembedError(f"--scheduler {scheduler}: its answer is not Dask's "
+                            f"({type(e).__name__}): {hint}") from None
+
+
 class DaskExecutor:
     """Tasks on Dask: a new LocalCluster (``workers``) or the one at ``scheduler``.
 
@@ -195,6 +227,7 @@ class DaskExecutor:
         """A client of the cluster at ``scheduler``, once a worker fit for the run is there."""
         from distributed import Client
 
+        _check_answers_as_dask(scheduler)
         try:
             self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as e:
