@@ -215,12 +215,15 @@ def _ignores_sigint() -> bool:
     return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
-def test_local_workers_are_left_to_their_client_on_ctrl_c(local_cluster):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_local_workers_are_left_to_their_client_on_ctrl_c_and_sigterm(local_cluster, signum):
     # Ctrl-C in a terminal reaches the LocalCluster's worker processes too; each died with
-    # a KeyboardInterrupt traceback. The client, interrupted, closes the cluster instead.
+    # a KeyboardInterrupt traceback. SIGTERM to the process group (a batch system's
+    # cancel) killed them under the client, and Dask logged errors and restarted them.
+    # The client, interrupted or terminated, closes the cluster instead.
     workers = local_cluster.client.run(os.getpid)
     for pid in workers.values():
-        os.kill(pid, signal.SIGINT)
+        os.kill(pid, signum)
     time.sleep(1.0)
     assert local_cluster.client.run(os.getpid) == workers  # the same processes, alive
     assert [n for n, _ in local_cluster.map(_sleep_then_clock, [(1, 0.0), (2, 0.0)])] == [1, 2]

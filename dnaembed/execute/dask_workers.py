@@ -58,15 +58,20 @@ class AllocatorSettings(WorkerPlugin):
 
 
 class StoppedByClient(WorkerPlugin):
-    """A LocalCluster's worker, which its client stops: it ignores SIGINT and does not
-    warn of the tasks that the stop cancels.
+    """A LocalCluster's worker, which its client stops: it ignores SIGINT and SIGTERM and
+    does not warn of the tasks that the stop cancels.
 
     Why: Ctrl-C in a terminal reaches every process of the foreground group, the workers
     that a LocalCluster spawned too, and each printed a KeyboardInterrupt traceback beside
-    the client's one-line "aborted" as it died; and closing the cluster under running
-    tasks had each worker log Dask's "Async instruction for <Task cancelled ...> ended
-    with CancelledError". The client, interrupted, closes the cluster, which stops the
-    workers. Workers of a cluster of your own keep their signals and their log.
+    the client's one-line "aborted" as it died; SIGTERM sent to the whole group (a batch
+    system's cancel, ``kill -- -PGID``) killed the workers under the client, whose
+    scheduler and nannies logged broadcast errors and "Restarting worker" before its
+    "terminated" (the nanny stops its worker through a queue, then SIGKILL, and a worker
+    whose client dies exits with it: neither needs SIGTERM); and closing the cluster
+    under running tasks had each worker log Dask's "Async instruction for <Task
+    cancelled ...> ended with CancelledError". The client, interrupted or terminated,
+    closes the cluster, which stops the workers. Workers of a cluster of your own keep
+    their signals and their log.
     """
 
     name = "dnaembed-stopped-by-client"
@@ -76,6 +81,7 @@ class StoppedByClient(WorkerPlugin):
 
         with contextlib.suppress(ValueError):  # signals are set from the main thread only
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         state_log = logging.getLogger("distributed.worker.state_machine")
         if _not_cancelled_instruction not in state_log.filters:
             state_log.addFilter(_not_cancelled_instruction)
