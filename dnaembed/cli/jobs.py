@@ -75,12 +75,14 @@ def _named(reads: Sequence[str]) -> str | list[str]:
 
 
 def check_inputs(reads: Sequence[str]) -> None:
-    """Every input file exists and is readable: a wrong path fails before the model is
-    loaded or a Dask cluster is started or joined, not after."""
+    """Every input file exists, is readable and is given once: a wrong path fails before
+    the model is loaded or a Dask cluster is started or joined, not after."""
+    from dnaembed.io.atomic import check_given_once
     from dnaembed.io.sequences import check_readable
 
     for path in reads:
         check_readable(path)
+    check_given_once(input_names(reads))
 
 
 def input_names(reads: Sequence[str]) -> dict[str, str]:

@@ -207,6 +207,19 @@ def named_inputs(name: str, paths: Sequence[object]) -> dict[str, object]:
     return {f"{name} ({i})": path for i, path in enumerate(paths, start=1)}
 
 
+def check_given_once(inputs: Mapping[str, object]) -> None:
+    """Refuse (usage error) one file given twice among the files of one argument (named as
+    :func:`named_inputs` names them), compared as :func:`check_distinct` compares paths.
+
+    Why: its reads were read twice, and the run failed on the first read again, as a
+    "duplicate read id (first seen at record 1)" of the same file, which named neither
+    argument nor the cause."""
+    files = [(k, str(v)) for k, v in inputs.items() if v is not None and str(v) != "-"]
+    for (key_a, a), (key_b, b) in itertools.combinations(files, 2):
+        if _same_file(a, b):
+            raise UsageError(f"{key_a} and {key_b} are the same file ({b}): give each file once")
+
+
 def check_distinct(inputs: Mapping[str, object], outputs: Mapping[str, object]) -> None:
     """Refuse (usage error) an output that is an input, or two outputs that are one file.
 
