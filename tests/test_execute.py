@@ -141,6 +141,32 @@ def test_the_local_cluster_checks_its_loops_each_second_and_memory_twice_a_secon
     assert set(local_cluster.client.run(_loop_checks).values()) == {(1000, None)}
 
 
+def _memory_settings() -> tuple:
+    import dask
+
+    return tuple(dask.config.get(f"distributed.worker.memory.{k}") for k in ("spill", "pause"))
+
+
+def test_a_restarted_worker_keeps_the_local_cluster_settings(local_cluster):
+    # The nanny starts a worker again (killed, or past 95% of its memory) from the config it
+    # kept: one whose settings went back to Dask's when the cluster had started paused at
+    # 80% of --memory and read its memory ten times a second.
+    client = local_cluster.client
+    pids = client.run(os.getpid)
+    worker, pid = sorted(pids.items())[0]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while True:  # until two workers answer, neither the killed one
+        answers = client.run(os.getpid, on_error="return").values()
+        live = [a for a in answers if isinstance(a, int)]
+        if len(live) == 2 and pid not in live:
+            break
+        assert time.monotonic() < deadline, "the killed worker was not restarted"
+        time.sleep(0.2)
+    assert set(client.run(_memory_settings).values()) == {(False, False)}
+    assert set(client.run(_loop_checks).values()) == {(1000, None)}
+
+
 def _blas_threads(_: int = 0) -> int:
     """Threads of this process's pthreads BLAS (numpy's OpenBLAS: one pool for every thread;
     an OpenMP one, as faiss's, takes each thread's own OpenMP setting)."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import pickle
 import time
@@ -271,7 +272,7 @@ class DaskExecutor:
         """A LocalCluster of ``workers`` processes on 127.0.0.1, and its client."""
         from distributed import Client, LocalCluster
 
-        with dask.config.set(LOCAL_WORKER_CONFIG):  # the nannies copy it to their workers
+        with dask.config.set(LOCAL_WORKER_CONFIG):  # read by its servers as they start
             self.cluster = LocalCluster(
                 n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
                 memory_limit=memory_limit if memory_limit else "auto", host="127.0.0.1",
@@ -280,6 +281,12 @@ class DaskExecutor:
                 # on 8787 unless told: a second run on the machine then printed Dask's
                 # "Port 8787 is already in use" warning. Any free port instead.
                 scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                # Each nanny starts its worker, and starts it again (killed, or past 95%
+                # of its memory), with this config. A copy of its own: the nanny's merge
+                # of the config is shallow, so it shared the nested settings that leaving
+                # this block sets back, and a restarted worker had Dask's: it warned at 70%
+                # of --memory and paused at 80%, which under a small --memory waits for good.
+                config=copy.deepcopy(dask.config.config),
             )
         self.client = Client(self.cluster)
         processes = counted(workers, "worker process", "worker processes")
