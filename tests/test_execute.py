@@ -747,6 +747,43 @@ def test_a_task_whose_workers_keep_dying_is_a_clean_error():
         list(executor.map(_kill_own_worker, [0], desc="dying"))
 
 
+def _fill_memory(_: int) -> None:
+    block = np.ones(700 * 2**20, np.uint8)  # past 95% of a 600 MiB worker
+    time.sleep(60 + int(block[0]))
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_a_worker_past_its_memory_is_killed_without_a_sigterm_warning():
+    import dask
+
+    from dnaembed.errors import DnaembedError
+
+    # The nanny sends SIGTERM, which a LocalCluster's worker ignores (StoppedByClient), and
+    # SIGKILL at its next check: Dask's "is slow to accept SIGTERM; sending SIGKILL" is
+    # that design at work, not news; its "exceeded 95% memory budget" stays.
+    records = _Records()
+    nanny_memory = logging.getLogger("distributed.nanny.memory")
+    nanny_memory.addHandler(records)
+    try:
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+                DaskExecutor(workers=1, threads_per_worker=1,
+                             memory_limit=600 * 2**20) as executor, \
+                pytest.raises(DnaembedError, match="died 1 time"):
+            list(executor.map(_fill_memory, [0], desc="filling"))
+    finally:
+        nanny_memory.removeHandler(records)
+    assert any("exceeded 95% memory budget" in m for m in records.messages)
+    assert not any("SIGTERM" in m for m in records.messages), records.messages
+
+
 def _frozen_objects() -> int:
     import gc
 

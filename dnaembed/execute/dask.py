@@ -172,6 +172,13 @@ def _check_answers_as_dask(scheduler: str) -> None:
                             f"({type(e).__name__}): {hint}") from None
 
 
+def _not_sigterm_delay(record: logging.LogRecord) -> bool:
+    """False for a nanny's "is slow to accept SIGTERM; sending SIGKILL": a LocalCluster's
+    workers ignore SIGTERM (:class:`~dnaembed.execute.dask_workers.StoppedByClient`), so
+    one past 95% of its memory is killed at the nanny's next memory check, as meant."""
+    return "accept SIGTERM" not in record.getMessage()
+
+
 class DaskExecutor:
     """Tasks on Dask: a new LocalCluster (``workers``) or the one at ``scheduler``.
 
@@ -272,6 +279,9 @@ class DaskExecutor:
         """A LocalCluster of ``workers`` processes on 127.0.0.1, and its client."""
         from distributed import Client, LocalCluster
 
+        nanny_memory = logging.getLogger("distributed.nanny.memory")
+        if _not_sigterm_delay not in nanny_memory.filters:
+            nanny_memory.addFilter(_not_sigterm_delay)
         with dask.config.set(LOCAL_WORKER_CONFIG):  # read by its servers as they start
             self.cluster = LocalCluster(
                 n_workers=workers, threads_per_worker=threads_per_worker, processes=True,

@@ -67,7 +67,9 @@ class StoppedByClient(WorkerPlugin):
     system's cancel, ``kill -- -PGID``) killed the workers under the client, whose
     scheduler and nannies logged broadcast errors and "Restarting worker" before its
     "terminated" (the nanny stops its worker through a queue, then SIGKILL, and a worker
-    whose client dies exits with it: neither needs SIGTERM); and closing the cluster
+    whose client dies exits with it: neither needs SIGTERM; a worker past 95% of its
+    memory, which the nanny sends SIGTERM, gets SIGKILL at its next memory check, 0.5 s
+    later); and closing the cluster
     under running tasks had each worker log Dask's "Async instruction for <Task
     cancelled ...> ended with CancelledError". The client, interrupted or terminated,
     closes the cluster, which stops the workers. Workers of a cluster of your own keep
