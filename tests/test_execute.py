@@ -899,13 +899,22 @@ def test_a_scheduler_address_that_is_not_dask_is_a_clean_error(sim, small_model,
 
 
 @pytest.mark.parametrize("address", ["tcp://127.0.0.1", "http://127.0.0.1:8786", "inproc://x",
-                                     "tcp://host:port"])
+                                     "tcp://host:port", "tcp://127.0.0.1:99999",
+                                     "tcp://127.0.0.1:0"])
 def test_a_malformed_scheduler_address_is_a_usage_error(tmp_path, address):
     # Dask's parser raised a ValueError, reported as an internal error.
     proc = run_cli("run", "-", "-o", str(tmp_path), "--scheduler", address, stdin=b"")
     err = proc.stderr.decode()
     assert proc.returncode == 2 and "Traceback" not in err, err
     assert f"Invalid value for '--scheduler': '{address}' is not a scheduler's address" in err
+
+
+def test_more_workers_than_threads_is_a_usage_error(tmp_path):
+    # Each worker runs one thread at least: --workers 5 -t 3 ran five, silently.
+    proc = run_cli("cluster", "-", "-o", str(tmp_path / "c.tsv"), "--workers", "5", "-t", "3",
+                   stdin=b"")
+    assert_clean_error(proc, "--workers 5 is more than --threads 3", code=2)
+    assert list(tmp_path.iterdir()) == []
 
 
 def peak_rss_of(args: list[str]) -> tuple[int, str]:

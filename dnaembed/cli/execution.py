@@ -55,7 +55,9 @@ def scheduler_address(ctx, param, value: str | None) -> str | None:
         get_backend(scheme)
         if scheme == "inproc":
             raise ValueError("an in-process address reaches no other process")
-        parse_host_port(location)
+        _, port = parse_host_port(location)
+        if not 0 < int(port) < 65536:  # Dask's parser takes any number
+            raise ValueError(f"port {port} is not 1-65535")
     except ValueError as e:
         raise click.BadParameter(f"{value!r} is not a scheduler's address, like "
                                  f"tcp://HOST:8786 ({e})", ctx, param) from None
@@ -99,6 +101,10 @@ def open_executor(workers: int | None, scheduler: str | None, threads: int,
     if workers is not None:
         from dnaembed.execute.dask import DaskExecutor
 
+        if 0 < threads < workers:  # each worker runs a thread: more than were asked for
+            raise click.UsageError(f"--workers {workers} is more than --threads {threads}: "
+                                   "each worker process runs one thread at least (give "
+                                   "fewer workers, or as many threads)")
         total = threads if threads > 0 else available_cores()
         return DaskExecutor(workers=workers, threads_per_worker=max(1, total // workers),
                             memory_limit=memory)
