@@ -83,7 +83,8 @@ def execution_options(func):
     )(func)
     return click.option(
         "--workers", type=click.IntRange(min=1),
-        help="Run the tasks on a Dask LocalCluster of this many worker processes here.",
+        help="Run the tasks on a Dask LocalCluster of this many worker processes here (the "
+        "--threads split between them: at most --threads workers).",
     )(func)
 
 
