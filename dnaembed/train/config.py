@@ -205,23 +205,25 @@ def parse_overrides(items: list[str] | None = None, flags: dict | None = None) -
         if not key.strip() or "=" not in item:
             raise UsageError(f"--set {item!r} must look like section.key=value")
         out.append(Override(key.strip(), _parse_value(value.strip()), f"--set {item}"))
+    options = []
     for key, value in (flags or {}).items():
         if value is not None:
             option = "--" + key.split(".")[-1].replace("_", "-")
-            out.append(Override(key, value, f"{option} {value}"))
-    _refuse_repeats(out)
-    return out
+            options.append(Override(key, value, f"{option} {value}"))
+    _refuse_option_and_set(out, options)
+    return out + options
 
 
-def _refuse_repeats(changes: list[Override]) -> None:
-    """A usage error for two command-line settings of one value: the later replaced the
-    earlier unchecked (``--set train.batch_size=abc --batch-size 8`` trained with 8 and never
-    looked at 'abc'), so every value the command line gives is one the config holds."""
-    for i, later in enumerate(changes):
-        for earlier in changes[:i]:
-            if _replaces(later.key, earlier):
-                key = max(earlier.key, later.key, key=len)
-                raise UsageError(f"{earlier.label} and {later.label} both set {key} "
+def _refuse_option_and_set(items: list[Override], options: list[Override]) -> None:
+    """A usage error for an option and a ``--set`` of one value: the option replaced the
+    ``--set`` unchecked, wherever each stood (``--set train.batch_size=abc --batch-size 8``
+    trained with 8 and never looked at 'abc'). ``--set`` items among themselves keep
+    their order: the last one of a key wins, as written."""
+    for option in options:
+        for item in items:
+            if _replaces(option.key, item) or _replaces(item.key, option):
+                key = max(item.key, option.key, key=len)
+                raise UsageError(f"{item.label} and {option.label} both set {key} "
                                  "(give one)")
 
 
