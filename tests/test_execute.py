@@ -917,6 +917,17 @@ def test_more_workers_than_threads_is_a_usage_error(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", ["cluster", "run"])
+def test_a_budget_too_small_is_refused_before_the_local_cluster_starts(tmp_path, command):
+    # The budget was planned once the executor was there: a LocalCluster was started, and
+    # logged its empty summary, before the one-line refusal.
+    out = ["-o", str(tmp_path / ("c.tsv" if command == "cluster" else "out"))]
+    proc = run_cli(command, "-", *out, "--workers", "2", "--memory", "1M", stdin=b"")
+    err = assert_clean_error(proc, "--memory 1 MB is too small for partitions of 4,096 reads")
+    assert "LocalCluster" not in err and len(err.splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
 def peak_rss_of(args: list[str]) -> tuple[int, str]:
     """Run ``python -m dnaembed ARGS``; its peak resident memory (bytes) and its log.
 

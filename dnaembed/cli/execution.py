@@ -89,8 +89,11 @@ def execution_options(func):
 
 
 def open_executor(workers: int | None, scheduler: str | None, threads: int,
-                  memory: int | None):
-    """The executor these options ask for (a context manager)."""
+                  memory: int | None, params: dict | None = None):
+    """The executor these options ask for (a context manager); ``params``: the work's
+    (partition size and the like), that a budget too small for a LocalCluster's tasks is
+    refused before the cluster starts."""
+    from dnaembed.cluster.budget import refuse_unfit
     from dnaembed.log import available_cores
 
     if workers is not None and scheduler is not None:
@@ -107,7 +110,9 @@ def open_executor(workers: int | None, scheduler: str | None, threads: int,
                                    "each worker process runs one thread at least (give "
                                    "fewer workers, or as many threads)")
         total = threads if threads > 0 else available_cores()
-        return DaskExecutor(workers=workers, threads_per_worker=max(1, total // workers),
+        per_worker = max(1, total // workers)
+        refuse_unfit(memory, per_worker, params)
+        return DaskExecutor(workers=workers, threads_per_worker=per_worker,
                             memory_limit=memory)
     from dnaembed.execute.inline import InlineExecutor
 

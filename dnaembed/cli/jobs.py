@@ -135,7 +135,7 @@ def cluster_job(reads: Sequence[str], *, outputs: Mapping[str, str | None],
                  "partition_size": options["partition_size"]}
         with (
             open_executor(options.get("workers"), options.get("scheduler"), threads,
-                          options.get("memory")) as executor,
+                          options.get("memory"), graph) as executor,
             clustered_files(reads, checkpoint.model, executor, strand=strand, params=graph,
                             memory=options.get("memory"), tmpdir=options.get("tmpdir"),
                             seed=seed, precision=precision, batch_size=batch_size,
@@ -277,11 +277,11 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
         ref_set = read_references(refs) if refs else None
         if truth is not None:
             read_truth(truth)
+        graph = {"max_dist": max_dist, "partition_size": partition_size}
         with (
-            open_executor(workers, scheduler, threads, memory) as executor,
+            open_executor(workers, scheduler, threads, memory, graph) as executor,
             strands_from_files(
-                reads, checkpoint.model, executor, strand=strand,
-                params={"max_dist": max_dist, "partition_size": partition_size},
+                reads, checkpoint.model, executor, strand=strand, params=graph,
                 expected_length=expected_length, min_size=min_size, memory=memory,
                 tmpdir=tmpdir, seed=seed, threads=cores, batch_size=batch_size,
                 precision=precision) as (result, strands, store),

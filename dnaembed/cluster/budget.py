@@ -135,6 +135,23 @@ def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
     return WorkPlan(plan, reads_in_memory, memory, units, tasks_here)
 
 
+@dataclass(frozen=True)
+class TaskSlots:
+    """Tasks one process runs at once, where no executor exists yet to say so (what
+    :func:`plan_work` reads of one)."""
+
+    tasks_per_process: int
+
+
+def refuse_unfit(memory: int | None, tasks_per_process: int,
+                 params: dict | None = None) -> None:
+    """:func:`plan_work`'s refusal of a budget too small for the tasks before any read is
+    counted, for processes that run ``tasks_per_process`` tasks at once. Why: a
+    LocalCluster is started before the work is planned, so a run under ``--memory 1M``
+    started one, and logged its empty summary, before it was refused."""
+    plan_work(memory, TaskSlots(tasks_per_process), params=params)
+
+
 def _reads_room(plan: PartitionPlan, room: int, units: int, tasks_here: int) -> int:
     """Bytes of reads kept in memory: their share of the room, or, once the reads are
     counted, what the tasks (at the chunk or partition size, the larger) and the
