@@ -59,10 +59,16 @@ def gather_rows(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
         view = memoryview(buffer)
         data = b"".join([view[a : a + n] for a, n in zip(starts.tolist(), lengths.tolist())])
         return np.frombuffer(data, dtype=np.uint8)
-    width = block.shape[1]
+    return drop_filler(block, lengths)
+
+
+def drop_filler(rows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Each row's first ``lengths`` items, joined: a ``(rows, width)`` block of
+    :func:`gather_padded` as :func:`gather_rows` gives it."""
+    width = rows.shape[1]
     if (lengths == width).all():
-        return block.reshape(-1)
-    return block[_leading(width, lengths)]
+        return rows.reshape(-1)
+    return rows[_leading(width, lengths)]
 
 
 def gather_padded(buffer: np.ndarray, starts: np.ndarray,

@@ -40,8 +40,12 @@ def encode_flat(seqs: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     Sequences must already be validated (ACGTN, any case).
     """
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    raw = np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8)
-    return _ENCODE_TABLE[raw], lengths
+    return encode_bytes(np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8)), lengths
+
+
+def encode_bytes(raw: np.ndarray) -> np.ndarray:
+    """The code of each ASCII base (``uint8`` bytes; validated, ACGTN in either case)."""
+    return _ENCODE_TABLE[raw]
 
 
 def decode_flat(codes: np.ndarray, lengths: np.ndarray) -> list[str]:
@@ -153,18 +157,33 @@ def kmer_codes(seqs: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
     rescue codes every cluster's central reads twice (11-mers: 34 ns per base before, 19
     now).
     """
+    return kmer_codes_of(*encode_flat(seqs), k)
+
+
+def kmer_codes_of(codes: np.ndarray, lengths: np.ndarray, k: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`kmer_codes` of sequences already coded (as :func:`encode_flat` gives them)."""
     if k < 1:
         raise ValueError(f"k-mer length must be at least 1, not {k}")
-    codes, lengths = encode_flat(seqs)
     n_pos = len(codes) - k + 1
     if n_pos <= 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     value = _kmer_values(codes, k, n_pos)
-    # Valid where the k-mer lies inside one sequence and holds no N.
-    n_count = np.concatenate([[0], np.cumsum(codes == N_CODE, dtype=np.int32)])
-    seg = segment_ids(lengths, np.int32)
-    ok = (seg[:n_pos] == seg[k - 1 :]) & (n_count[k:] == n_count[:n_pos])
-    return value[ok].astype(np.int64), seg[:n_pos][ok].astype(np.int64)
+    # The k-mers that lie inside one sequence (each one's first ``per`` positions), found
+    # from the lengths rather than by comparing every position's sequence with that of its
+    # k-th base: 1.7 ms against 2.5 a block of 2,048 reads of ~150 nt.
+    lengths = np.asarray(lengths, dtype=np.int64)
+    per = np.maximum(lengths - k + 1, 0)
+    ends = np.cumsum(per)
+    at = np.repeat(offsets(lengths) - ends + per, per) + np.arange(ends[-1] if len(ends) else 0)
+    owner = np.repeat(np.arange(len(lengths)), per)
+    n_at = np.flatnonzero(codes == N_CODE)
+    if len(n_at):  # and hold no N: not those starting up to k - 1 bases before one
+        free = np.ones(len(codes), dtype=bool)
+        free[(n_at[:, None] - np.arange(k)).ravel().clip(0)] = False
+        keep = free[at]
+        at, owner = at[keep], owner[keep]
+    return value[at].astype(np.int64), owner
 
 
 def _kmer_values(codes: np.ndarray, k: int, n_pos: int) -> np.ndarray:

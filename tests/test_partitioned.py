@@ -23,7 +23,7 @@ from dnaembed.cluster.partition import (
     pairs_sharing_a_partition,
 )
 from dnaembed.cluster.units import UnitSequences
-from dnaembed.encoding import reverse_complement
+from dnaembed.encoding import encode_flat, reverse_complement
 from dnaembed.errors import InputError
 from dnaembed.evaluate.clustering import evaluate_files
 from dnaembed.execute.inline import InlineExecutor
@@ -195,11 +195,17 @@ def test_spilled_and_in_memory_stores_give_the_same_rows(tmp_path):
             assert block.two_bit == (store is PackedBases) and len(block) == len(pick)
             assert block.strings() == [seqs[i] for i in pick]
             assert packed.block(pick[:0]).strings() == []
+            assert_codes(block.codes(), [seqs[i] for i in pick])
+            assert_codes(packed.block(pick[:0]).codes(), [])
             # In bulk from a store, one by one from a list: the same strings.
             units = UnitSequences(packed, np.arange(len(seqs))[::-1].copy())
             flip = rng.integers(0, 2, len(pick)).astype(bool)
             as_listed = [units.reversed()[i] if f else units[i] for i, f in zip(pick, flip)]
             assert oriented_strings(units, units.reversed(), pick, flip) == as_listed
+            # Coded where a task's thread codes them: the same, from either orientation.
+            assert_codes(units.oriented_block(pick, flip).codes(), as_listed)
+            assert_codes(units.reversed().oriented_block(pick, ~flip).codes(), as_listed)
+            assert units.reverses(units.reversed()) and not units.reverses(units)
             assert strings_of(units, pick) == strings_of([units[i] for i in range(500)], pick)
             packed.close()
         directory = spill.path
@@ -235,26 +241,36 @@ def test_reads_of_similar_lengths_go_to_tasks_as_rows_of_one_width(tmp_path):
     rng = np.random.default_rng(8)
     seqs = ["".join(rng.choice(list("ACGT" if i % 50 else "ACGTN"), n))
             for i, n in enumerate(rng.integers(130, 164, 400))]
+    seqs[7] = seqs[7].lower()  # kept whole by PackedBases too
     with SpillDir(tmp_path) as spill:
         for store, spill_to in itertools.product((PackedStrings, PackedBases),
                                                  (None, spill.new_file("seqs"))):
             packed = store(spill_to=spill_to)
             packed.append(seqs)
             packed.finish()
-            pick = np.concatenate([rng.integers(0, len(seqs), 200), [len(seqs) - 1]])
+            pick = np.concatenate([rng.integers(0, len(seqs), 200), [7, len(seqs) - 1]])
             block = packed.block(pick)
             longest = max(len(seqs[i]) for i in pick)
             assert block.width == (longest if store is PackedStrings else (longest + 3) // 4)
             assert len(block.data) == block.width * len(pick)
             assert block.strings() == [seqs[i] for i in pick]
             assert packed.take(pick) == [seqs[i] for i in pick]
+            assert_codes(block.codes(), [seqs[i] for i in pick])
             packed.close()
         packed = PackedStrings()
         packed.append([*seqs[:10], "ACGT" * 200])
         packed.finish()
         block = packed.block(np.arange(11))
         assert block.width == 0 and block.strings() == [*seqs[:10], "ACGT" * 200]
+        assert_codes(block.codes(), [*seqs[:10], "ACGT" * 200])
         packed.close()
+
+
+def assert_codes(coded: tuple[np.ndarray, np.ndarray], seqs: list[str]) -> None:
+    """A block's codes (``ReadBlock.codes``) are the strings' (``encode_flat``)."""
+    codes, lengths = encode_flat(seqs)
+    assert np.array_equal(coded[0], codes) and coded[0].dtype == np.uint8
+    assert np.array_equal(coded[1], lengths)
 
 
 @pytest.mark.parametrize("two_bit", [False, True])

@@ -17,7 +17,10 @@ from dnaembed.cluster.rescue_rule import (
     accepted,
     rescue_settings,
 )
+from dnaembed.cluster.units import UnitSequences
 from dnaembed.encoding import decode_flat, encode_flat, reverse_complement
+from dnaembed.io.bases import PackedBases
+from dnaembed.io.spill import PackedStrings
 from dnaembed.sim.channel import Channel, transmit
 
 PRIMER = "ACGTCTAGACATATGCGCACTACAC"  # shared by every strand, as in the real set
@@ -40,14 +43,23 @@ def _no_neighbours(rows):
 
 def _rescue(clusters: list[list[str]], extra: list[str], *, max_size: int = 2,
             search: CandidateSearch = DEFAULT_SEARCH, rate: float = 0.3, runner=None,
-            details: list | None = None):
-    """Clusters of full-length reads, then one singleton per extra read: the rescue's result."""
+            details: list | None = None, store=None, reversed_reads: tuple = ()):
+    """Clusters of full-length reads, then one singleton per extra read: the rescue's result.
+    ``store``: a read store class that holds the reads (as a partitioned run's units);
+    ``reversed_reads``: reads that their clusters hold reverse-complemented."""
     seqs = [s for c in clusters for s in c] + extra
     labels = np.array([i for i, c in enumerate(clusters) for _ in c]
                       + list(range(len(clusters), len(clusters) + len(extra))))
     lengths = np.array([len(s) for s in seqs], np.float64)
-    out = rescue_reads(seqs, [reverse_complement(s) for s in seqs], labels,
-                       np.zeros(len(seqs), np.int8), lengths, np.ones(len(seqs), np.int64),
+    rc_seqs = [reverse_complement(s) for s in seqs]
+    if store is not None:
+        held = store()
+        held.append(seqs)
+        seqs = UnitSequences(held.finish(), np.arange(len(seqs)))
+        rc_seqs = seqs.reversed()
+    orientation = np.zeros(len(seqs), np.int8)
+    orientation[list(reversed_reads)] = 1
+    out = rescue_reads(seqs, rc_seqs, labels, orientation, lengths, np.ones(len(seqs), np.int64),
                        _no_neighbours, rate=rate, max_size=max_size, full_length=135, seed=0,
                        search=search, runner=runner, details=details)
     return out[0], len(seqs) - len(extra)
@@ -161,6 +173,61 @@ def test_the_rescue_in_small_tasks_on_two_threads_is_the_rescue_here(monkeypatch
                 "rescue alignments"} <= set(runner.traffic.cpu)
     assert np.array_equal(got, want) and tasks == whole
     assert len(whole) >= 40 and (want[n:] < len(strands)).sum() >= 30
+
+
+@pytest.mark.parametrize("store", [PackedStrings, PackedBases])
+def test_the_rescue_of_reads_in_a_store_is_that_of_the_strings(store):
+    # The k-mer search's threads code the cluster's reads from the store's blocks (one
+    # byte or two bits per base, reverse-complemented as their clusters hold them), not
+    # from strings: every read examined scores and moves as with the reads as strings.
+    from dnaembed.execute.inline import InlineExecutor
+
+    _, clusters, _, extra = _truncated_set(np.random.default_rng(11), 60, 30)
+    # Every cluster holds its second read reverse-complemented; one read has an N (kept
+    # whole, one byte per base, by PackedBases).
+    for cluster in clusters:
+        cluster[1] = reverse_complement(cluster[1])
+    clusters[5][2] = clusters[5][2][:40] + "N" + clusters[5][2][41:]
+    reversed_reads = tuple(3 * c + 1 for c in range(len(clusters)))
+    whole: list = []
+    want, _ = _rescue(clusters, extra, details=whole, reversed_reads=reversed_reads)
+    for threads in (1, 2):
+        coded: list = []
+        with InlineExecutor(threads) as runner:
+            got, _ = _rescue(clusters, extra, details=coded, store=store, runner=runner,
+                             reversed_reads=reversed_reads)
+        assert np.array_equal(got, want) and coded == whole
+    assert len(whole) >= 30 and (want[len(clusters) * 3 :] < len(clusters)).sum() >= 20
+
+
+@pytest.mark.parametrize("store", [PackedStrings, PackedBases])
+def test_the_kmer_index_of_reads_in_a_store_is_that_of_the_strings(store):
+    # Clusters of three reads, each held in either orientation (one with an N), searched
+    # by truncated noisy reads: the same top clusters, votes and orientations whether the
+    # index codes the strings or the store's blocks, on one thread or two.
+    from dnaembed.cluster.rescue_candidates import CentralMembers, member_kmers
+    from dnaembed.execute.inline import InlineExecutor
+
+    rng = np.random.default_rng(12)
+    _, clusters, _, queries = _truncated_set(rng, 300, 40)
+    seqs = [s for c in clusters for s in c]
+    seqs[7] = seqs[7][:50] + "N" + seqs[7][51:]
+    flips = rng.integers(0, 2, (len(clusters), 3)).astype(np.int8)
+    held = [reverse_complement(s) if f else s for s, f in zip(seqs, flips.ravel())]
+    members = CentralMembers(np.arange(len(seqs)).reshape(-1, 3), flips)
+    packed = store()
+    packed.append(held)
+    units = UnitSequences(packed.finish(), np.arange(len(held)))
+    found = []
+    for reads, rc_reads, threads in ((held, [reverse_complement(s) for s in held], 1),
+                                     (units, units.reversed(), 1), (units, units.reversed(), 2)):
+        index = member_kmers(reads, rc_reads, members, np.arange(len(clusters)), 3, 11)
+        index.block = 64  # several blocks
+        with InlineExecutor(threads) as runner:
+            found.append(index.candidates(queries, 5, runner=runner))
+    for targets, flip in found[1:]:
+        assert np.array_equal(targets, found[0][0]) and np.array_equal(flip, found[0][1])
+    assert (found[0][0][:, 0] >= 0).all() and found[0][1].any()
 
 
 def test_noisy_samples_get_the_wider_search():

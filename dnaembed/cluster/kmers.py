@@ -29,7 +29,10 @@ complete within its block, and a k-mer counts once per group.
 On a runner whose tasks share this process (the one-process pipeline's threads), the
 blocks are coded, counted and voted on its threads, all reading the one table of the
 queries; this thread reads the targets and merges the blocks' results in order, so the
-result is the one-thread search's. A search as at 3 x 10^6 reads (300,000 clusters of
+result is the one-thread search's. The rescue's targets come as blocks of the read
+store (``coded_block``), decoded to base codes by the threads: as strings, made here,
+they were most of this thread's share (the rescue of a run of 10^6 reads, replayed
+three times on two threads: 5.4-5.5 s against 5.9-6.1, the same candidates). A search as at 3 x 10^6 reads (300,000 clusters of
 three reads, 22,000 queries, 12-mers; ``scripts/check_kmer_cut.py --threads 1 2``) took
 8.6 s on two threads against 12.7 s on one. (:mod:`.kmer_tasks` sends the search to
 other processes.)
@@ -45,7 +48,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from dnaembed.arrays import rank_in_groups, sorted_unique
-from dnaembed.encoding import kmer_codes, reverse_complement_codes
+from dnaembed.encoding import encode_flat, kmer_codes, kmer_codes_of, reverse_complement_codes
 from dnaembed.execute import runs_here
 from dnaembed.io.spill import strings_of
 
@@ -186,7 +189,7 @@ class KmerIndex:
         """(first target, end, strings) per block of targets, from the ``skip``-th on: read
         by the calling thread alone (a spilled store is read by one thread)."""
         for start, end in itertools.islice(self.ranges(), skip, None):
-            yield _TargetBlock(start, end, strings_of(self.targets, np.arange(start, end)))
+            yield _TargetBlock(start, end, _block_of(self.targets, np.arange(start, end)))
 
     def _coded(self, block: _TargetBlock):
         """(first owner, owners m, k-mer codes, owner) of a block of targets, one entry per
@@ -194,7 +197,9 @@ class KmerIndex:
         orientation). Owners are the targets, or with ``groups`` the groups (numbered
         from the block's first)."""
         start, end = block.start, block.end
-        values, owner = kmer_codes(block.strings, self.k)
+        reads = block.reads
+        values, owner = kmer_codes_of(*(encode_flat(reads) if isinstance(reads, list)
+                                        else reads.codes()), self.k)
         m, first = end - start, start
         if self.groups is not None:
             first = int(self.groups[start])
@@ -344,13 +349,23 @@ def _with_floor(blocks: Iterable, best: TopTargets) -> Iterator:
 
 
 class _TargetBlock:
-    """Targets ``start:end`` as strings (:meth:`KmerIndex._read_blocks`). Not a tuple: a
-    runner's traffic count would walk its strings one by one."""
+    """Targets ``start:end`` (:meth:`KmerIndex._read_blocks`): strings, or a block of a
+    read store to code (:func:`_block_of`). Not a tuple: a runner's traffic count would
+    walk its strings one by one."""
 
-    __slots__ = ("start", "end", "strings")
+    __slots__ = ("start", "end", "reads")
 
-    def __init__(self, start: int, end: int, strings: list[str]) -> None:
-        self.start, self.end, self.strings = start, end, strings
+    def __init__(self, start: int, end: int, reads) -> None:
+        self.start, self.end, self.reads = start, end, reads
+
+
+def _block_of(targets: Sequence[str], rows: np.ndarray):
+    """Targets ``rows`` as a block's thread codes them: the targets' ``coded_block``
+    where they have one (an object whose ``codes()`` gives what
+    :func:`~dnaembed.encoding.encode_flat` would; the rescue's reads, decoded by the
+    thread and not by this one, which hands out every block), else strings."""
+    coded_block = getattr(targets, "coded_block", None)
+    return coded_block(rows) if coded_block is not None else strings_of(targets, rows)
 
 
 def _in_order(runner, fn: Callable, blocks: Iterable, desc: str) -> Iterator:

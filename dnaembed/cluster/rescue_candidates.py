@@ -23,6 +23,7 @@ import numpy as np
 
 from dnaembed.arrays import rank_in_groups
 from dnaembed.cluster.kmers import KmerIndex
+from dnaembed.cluster.units import OrientedBlock, UnitSequences
 from dnaembed.io.spill import oriented_strings
 
 #: Clusters tried per read: by shared k-mers, then by embedding neighbours.
@@ -132,6 +133,18 @@ class _OrientedReads:
     def take(self, rows: np.ndarray) -> list[str]:
         """Reads ``rows`` (a block of the k-mer index) at once."""
         return oriented_strings(self.seqs, self.rc_seqs, self.reads[rows], self.flips[rows])
+
+    def coded_block(self, rows: np.ndarray) -> OrientedBlock | list[str]:
+        """Reads ``rows`` as the k-mer index's threads code them: a block of the read
+        store where the reads are a store's units (:meth:`UnitSequences.oriented_block`),
+        else strings."""
+        if not isinstance(self.seqs, UnitSequences):
+            return self.take(rows)
+        if self.rc_seqs is None:
+            return self.seqs.oriented_block(self.reads[rows], np.zeros(len(rows), bool))
+        if not self.seqs.reverses(self.rc_seqs):
+            return self.take(rows)
+        return self.seqs.oriented_block(self.reads[rows], self.flips[rows])
 
 
 def _candidate_clusters(kmer_targets, near, target_list, own: int, limit: int, rng

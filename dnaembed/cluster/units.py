@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dnaembed.encoding import reverse_complement
+from dnaembed.encoding import reverse_complement, reverse_complement_flat
 from dnaembed.io.bases import ReadBlock
 from dnaembed.io.spill import StringStore
 
@@ -40,6 +40,17 @@ class UnitSequences:
         """The units' reads as a task takes them (forward sequences only)."""
         return self.store.block(self.rows[units])
 
+    def oriented_block(self, units: np.ndarray, flips: np.ndarray) -> OrientedBlock:
+        """The units' reads as a thread codes them, each reverse-complemented where
+        ``flips`` (of these sequences: of the forward reads where :attr:`reverse`)."""
+        return OrientedBlock(self.store.block(self.rows[units]),
+                             np.asarray(flips, dtype=bool) ^ self.reverse)
+
+    def reverses(self, other) -> bool:
+        """Whether ``other`` holds these sequences' reverse complements (:meth:`reversed`)."""
+        return isinstance(other, UnitSequences) and other.store is self.store \
+            and other.rows is self.rows and other.reverse != self.reverse
+
     def __iter__(self) -> Iterator[str]:
         step = 1 << 16
         for start in range(0, len(self.rows), step):
@@ -48,6 +59,27 @@ class UnitSequences:
     def reversed(self) -> UnitSequences:
         """The reverse complements, the same way."""
         return UnitSequences(self.store, self.rows, reverse=not self.reverse)
+
+
+class OrientedBlock:
+    """Reads of a store (a :class:`~dnaembed.io.bases.ReadBlock`), those ``flips`` marks
+    to be taken reverse-complemented: :meth:`codes` decodes them where it is called (a
+    task's thread), not where the block was taken."""
+
+    __slots__ = ("reads", "flips")
+
+    def __init__(self, reads: ReadBlock, flips: np.ndarray) -> None:
+        self.reads, self.flips = reads, flips
+
+    def __len__(self) -> int:
+        return len(self.reads)
+
+    def codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The reads' base codes back to back, oriented, and their lengths."""
+        codes, lengths = self.reads.codes()
+        if self.flips.any():
+            codes = reverse_complement_flat(codes, lengths, self.flips)
+        return codes, lengths
 
 
 @dataclass
