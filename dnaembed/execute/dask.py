@@ -19,7 +19,8 @@ to workers that join or restart later.
 Tasks are submitted a few ahead of the results and collected in task order,
 so the client's memory holds a bounded window of them. What runs on the workers besides
 the tasks (the worker plugins): :mod:`.dask_workers`; the watch on the workers that the
-log reports: :mod:`.dask_watch`.
+log reports: :mod:`.dask_watch`; the checks of an existing cluster before a run uses it:
+:mod:`.dask_connect`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import logging
 import pickle
 import time
@@ -38,6 +40,7 @@ import dask
 from distributed import KilledWorker
 
 from dnaembed.errors import DnaembedError
+from dnaembed.execute.dask_connect import connect, dnaembed_fault, scheduler_name
 from dnaembed.execute.dask_watch import WorkerWatch
 from dnaembed.execute.dask_workers import (
     AllocatorSettings,
@@ -45,7 +48,6 @@ from dnaembed.execute.dask_workers import (
     SharedObject,
     StoppedByClient,
     call_shared,
-    dnaembed_version,
 )
 from dnaembed.execute.traffic import Traffic, payload_bytes, timed_call
 from dnaembed.log import counted, progress_bar
@@ -86,9 +88,6 @@ LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False,
                        "distributed.worker.memory.target": False,
                        "distributed.worker.memory.spill": False,
                        "distributed.worker.memory.pause": False}
-#: Seconds to wait for a scheduler to answer, and for its first worker.
-CONNECT_TIMEOUT = 10
-
 class _Window:
     """Futures in task order: at most ``ahead`` running, at most ``held`` not yet given
     back; finished results are read as they finish, and given back in order."""
@@ -140,38 +139,6 @@ def _not_reconnect_failure(record: logging.LogRecord) -> bool:
     return not (record.exc_info and record.exc_info[0] is asyncio.CancelledError)
 
 
-def _check_answers_as_dask(scheduler: str) -> None:
-    """Raises :class:`DnaembedError` unless a Dask server answers Dask's handshake at
-    ``scheduler`` (within :data:`CONNECT_TIMEOUT` to connect, as much again to answer).
-
-    Why: Dask's client waits for the handshake's answer without a limit and takes any
-    bytes for its frames: a run pointed at a port that accepts connections and says
-    nothing waited for good, and one at an HTTP server (the scheduler's dashboard, 8787)
-    failed with "out of memory" (the reply's text read as a frame of exabytes)."""
-    from distributed.comm import connect
-    from distributed.security import Security
-
-    args = Security().get_connection_args("client")
-
-    async def handshake() -> None:
-        comm = await asyncio.wait_for(connect(scheduler, timeout=CONNECT_TIMEOUT, **args),
-                                      2 * CONNECT_TIMEOUT)
-        await comm.close()
-
-    hint = ("is it the scheduler's port (8786 by default), not another service's, such as "
-            "the dashboard's (8787)?")
-    try:
-        asyncio.run(handshake())
-    except TimeoutError:
-        raise DnaembedError(f"--scheduler {scheduler}: no Dask answer within "
-                            f"{2 * CONNECT_TIMEOUT} s of connecting: {hint}") from None
-    except OSError as e:  # refused, unreachable, or closed by the other end
-        raise DnaembedError(f"cannot use the Dask scheduler at {scheduler}: {e}") from None
-    except Exception as e:  # noqa: BLE001 - whatever Dask makes of another protocol
-        raise DnaembedError(f"--scheduler {scheduler}: its answer is not Dask's "
-                            f"({type(e).__name__}): {hint}") from None
-
-
 def _not_sigterm_delay(record: logging.LogRecord) -> bool:
     """False for a nanny's "is slow to accept SIGTERM; sending SIGKILL": a LocalCluster's
     workers ignore SIGTERM (:class:`~dnaembed.execute.dask_workers.StoppedByClient`), so
@@ -200,7 +167,8 @@ class DaskExecutor:
         if scheduler is not None:
             self._quiet_dask_info()
             try:
-                self._connect(scheduler, memory_limit)
+                self.client = connect(scheduler, memory_limit)
+                self.where = scheduler_name(scheduler)
             except BaseException:
                 self._quiet_logs.close()
                 raise
@@ -219,7 +187,8 @@ class DaskExecutor:
         self.traffic = Traffic()
         # Workers that join an existing cluster later (queued by dask-jobqueue, restarted)
         # are checked as the ones at the start were.
-        joined = self._dnaembed_fault if self.cluster is None else None
+        joined = (functools.partial(dnaembed_fault, self.client, self.where)
+                  if self.cluster is None else None)
         self._watch = WorkerWatch(self.client, self.where, self._more_memory(), joined)
 
     def _quiet_dask_info(self) -> None:
@@ -230,49 +199,6 @@ class DaskExecutor:
         from distributed.utils import silence_logging_cmgr
 
         self._quiet_logs.enter_context(silence_logging_cmgr(logging.WARNING))
-
-    def _connect(self, scheduler: str, memory_limit: int | None) -> None:
-        """A client of the cluster at ``scheduler``, once a worker fit for the run is there."""
-        from distributed import Client
-
-        _check_answers_as_dask(scheduler)
-        try:
-            self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
-        except (OSError, TimeoutError) as e:
-            raise DnaembedError(f"cannot use the Dask scheduler at {scheduler}: {e}") from None
-        self.where = f"the Dask scheduler at {scheduler}"
-        try:
-            self._wait_for_a_worker()
-            self._check_workers_dnaembed()
-        except DnaembedError:
-            self.client.close()
-            raise
-        if memory_limit:
-            self._check_worker_memory(memory_limit)
-
-    def _wait_for_a_worker(self) -> None:
-        """Waits, saying so, until the cluster has a worker.
-
-        Why not fail: workers that dask-jobqueue submits wait in the batch queue, and may
-        join minutes after their scheduler started (a run stopped after 10 s with Dask's
-        "Only 0/1 workers arrived after 10"). A run with none waits as it would mid-run
-        (:class:`~dnaembed.execute.dask_watch.WorkerWatch`), until Ctrl-C or SIGTERM."""
-        from dnaembed.log import logger
-
-        if self.client.nthreads():
-            return
-        logger.warning("%s has no workers yet: the run waits until one joins", self.where)
-        lost = DnaembedError(f"lost the connection to {self.where}: the scheduler stopped or "
-                             "cannot be reached")
-        try:
-            while not self.client.nthreads():
-                if self.client.status != "running":
-                    raise lost
-                with contextlib.suppress(TimeoutError):  # still none
-                    self.client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
-        except OSError:  # the scheduler is gone (Dask's closed connections)
-            raise lost from None
-        logger.info("%s has %s", self.where, counted(len(self.client.nthreads()), "worker"))
 
     def _start_local(self, workers: int, threads_per_worker: int,
                      memory_limit: int | None) -> None:
@@ -301,55 +227,6 @@ class DaskExecutor:
         self.client = Client(self.cluster)
         processes = counted(workers, "worker process", "worker processes")
         self.where = f"a LocalCluster on 127.0.0.1 ({processes})"
-
-    def _check_workers_dnaembed(self) -> None:
-        """Refuses workers of an existing cluster without dnaembed, or with another version
-        (:meth:`_dnaembed_fault`); the run's watch checks those that join later.
-
-        Why: the tasks are dnaembed's functions, and a worker without it failed the first
-        one with an internal error (ModuleNotFoundError from Dask's unpickling); another
-        version may compute other bytes."""
-        fault = self._dnaembed_fault(None)
-        if fault is not None:
-            raise DnaembedError(fault)
-
-    def _dnaembed_fault(self, workers: list[str] | None) -> str | None:
-        """Why the first of ``workers`` (None: all) that cannot run the tasks, without
-        dnaembed or with another version, is refused; None where each can. A worker gone
-        before it answered is not asked."""
-        from dnaembed import __version__
-
-        try:
-            versions = self.client.run(dnaembed_version, workers=workers, on_error="return")
-        except Exception:  # noqa: BLE001 - a worker that left as it was asked
-            return None
-        for worker, version in sorted(versions.items()):
-            if isinstance(version, OSError):  # it left, or is leaving, as it was asked
-                continue
-            if version != __version__:
-                found = (f"cannot import dnaembed ({version})"
-                         if isinstance(version, Exception) else f"has dnaembed {version}")
-                return (f"{self.where}: worker {worker} {found}; install dnaembed "
-                        f"{__version__}, the version here, on every worker")
-        return None
-
-    def _check_worker_memory(self, budget: int) -> None:
-        """Warns when a worker of an existing cluster has a memory limit below ``budget``
-        (``--memory``, what the tasks are planned for): Dask pauses a worker at 80% of its
-        limit and restarts it at 95%."""
-        from dnaembed.log import logger
-
-        limits = [w.get("memory_limit") or 0 for w in
-                  self.client.scheduler_info()["workers"].values()]
-        below = [limit for limit in limits if 0 < limit < budget]
-        if not below:
-            return
-        whose = ("its worker has a memory limit of" if len(limits) == 1 else
-                 f"{len(below)} of its {len(limits)} workers have memory limits down to")
-        logger.warning("%s: %s %s MiB, below --memory (%s MiB): the tasks may pause or restart "
-                       "them (start the workers with a --memory-limit of at least --memory, or "
-                       "give a smaller --memory)", self.where, whose,
-                       f"{min(below) / 2**20:,.0f}", f"{budget / 2**20:,.0f}")
 
     def describe(self) -> str:
         return (f"{self.where}: {counted(self.worker_count, 'worker')}, "
@@ -405,7 +282,7 @@ class DaskExecutor:
 
     def _refuse_joined(self) -> None:
         """Ends the run if a worker that joined it cannot run its tasks (the watch's
-        :meth:`_dnaembed_fault`)."""
+        :func:`~dnaembed.execute.dask_connect.dnaembed_fault`)."""
         if self._watch.fault is not None:
             raise DnaembedError(self._watch.fault)
 
