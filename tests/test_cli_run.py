@@ -99,6 +99,16 @@ def test_run_on_an_empty_file(tmp_path, write):
     assert read_sequences(out / "strands.fasta").seqs == []
 
 
+def test_the_printed_line_names_the_directory_with_one_slash():
+    # "-o out/" printed "... strands in out// (clusters.tsv, ...)".
+    from dnaembed.cli.run import format_run
+
+    summary = {"counts": {"reads": 3, "clusters": 2, "strands": 2}}
+    for out_dir in ("out", "out/"):
+        assert format_run(summary, out_dir) == ("3 reads -> 2 clusters -> 2 strands in out/ "
+                                                "(clusters.tsv, strands.fasta, strands.tsv)")
+
+
 def test_evaluate_needs_exactly_one_reference(sim):
     strands = str(sim / "s.refs.fasta")
     assert_clean_error(run_cli("evaluate", strands), "--truth", "--refs", code=2)

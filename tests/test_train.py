@@ -327,8 +327,11 @@ def test_stage_errors_name_the_stage(tmp_path):
     for text, message in cases:
         with pytest.raises(UsageError, match=re.escape(message)):
             load_recipe(recipe(text))
-    with pytest.raises(UsageError, match=r"--init x.pt: .* has stages, each with its own init"):
+    with pytest.raises(UsageError, match=r"--init x.pt: .* has stages, each with its own init$"):
+        # No "(scale the steps with --steps-scale)": that hint is for --steps.
         load_recipe(recipe('[[stage]]\nname = "a"\n'), flags={"train.init": "x.pt"})
+    with pytest.raises(UsageError, match=r"--steps 5: .* own steps \(scale the steps with"):
+        load_recipe(recipe('[[stage]]\nname = "a"\n'), flags={"train.steps": 5})
 
 
 def test_a_run_into_an_earlier_runs_directory_needs_resume(tmp_path):

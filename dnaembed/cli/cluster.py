@@ -114,7 +114,7 @@ def cluster(reads: tuple[str, ...], output: str, fmt: str, model_path: str | Non
     With --strand both the TSV's third column gives each read's orientation
     (+/-) relative to its cluster's representative. The log (standard error)
     reports the threshold chosen, how the work was split, the time per stage
-    and the number of clusters. READS may be - (standard input, plain or gzip).
+    and the number of clusters. READS may be - (standard input, plain or compressed).
     The graph method runs in partitions, as tasks: here (--threads), on a Dask
     LocalCluster (--workers) or on a Dask cluster (--scheduler); the output is
     the same wherever they run.

@@ -19,7 +19,7 @@ READS = "reads"
 @click.option("-o", "--output", "out_dir", default="dnaembed-demo", show_default=True,
               type=click.Path(file_okay=False), help="Directory for the demo's files.")
 @click.option("--strands", "n_strands", type=click.IntRange(min=1), default=1000,
-              show_default=True)
+              show_default=True, help="Number of strands simulated (N).")
 @click.option("--preset", type=click.Choice(list(PRESETS)), default="nanopore",
               show_default=True, help="Channel preset of the simulated reads.")
 @common_options

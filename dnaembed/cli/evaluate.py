@@ -19,7 +19,7 @@ from dnaembed.io.formats import READ_FORMATS
 @click.option(
     "--refs",
     type=click.Path(dir_okay=False, allow_dash=True),
-    help="Score RESULT as recovered strands (FASTA): the reference strands (FASTA).",
+    help="Score RESULT as recovered strands (FASTA) against these reference strands (FASTA).",
 )
 @click.option("-f", "--format", "fmt", type=click.Choice(READ_FORMATS), default="tsv",
               show_default=True,

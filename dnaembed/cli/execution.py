@@ -84,7 +84,8 @@ def execution_options(func):
     return click.option(
         "--workers", type=click.IntRange(min=1),
         help="Run the tasks on a Dask LocalCluster of this many worker processes here (the "
-        "--threads split between them: at most --threads workers).",
+        "--threads split between them, at least one each: with --threads given, no more "
+        "workers than threads).",
     )(func)
 
 

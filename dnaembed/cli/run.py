@@ -82,8 +82,8 @@ def run(
     """Cluster READS (one or more files, one run) and reconstruct one strand per cluster.
 
     `dnaembed cluster` then `dnaembed consensus` in one command (graph method,
-    threshold from the data). Writes OUT/clusters.tsv (read_id, cluster_id,
-    orientation), OUT/strands.fasta (one strand per cluster in cluster id order,
+    threshold from the data). Writes OUT/clusters.tsv (read_id, cluster_id and,
+    with --strand both, orientation), OUT/strands.fasta (one strand per cluster in cluster id order,
     named by cluster id, with its size and confidence) and OUT/strands.tsv
     (per-strand report): all three new, or none if the command fails.
     With --truth and --refs, prints the clustering and recovery scores too.
@@ -103,13 +103,16 @@ def run(
 
 def format_run(summary: dict, out_dir: str) -> str:
     """The text that `run` prints: counts, and the scores when it has them."""
+    import os
+
     from dnaembed.evaluate.clustering import format_scores as format_cluster_scores
     from dnaembed.evaluate.recovery import format_scores as format_recovery_scores
 
     counts, scores = summary["counts"], summary.get("scores", {})
+    # One slash after the directory, however it was given ("-o out/" printed "out//").
     lines = [f"{counts['reads']:,} reads -> {counts['clusters']:,} clusters -> "
-             f"{counts['strands']:,} strands in {out_dir}/ (clusters.tsv, strands.fasta, "
-             "strands.tsv)"]
+             f"{counts['strands']:,} strands in {os.path.join(out_dir, '')} (clusters.tsv, "
+             "strands.fasta, strands.tsv)"]
     if "clustering" in scores:
         lines += ["", "clusters against the truth:", format_cluster_scores(scores["clustering"])]
     if "recovery" in scores:

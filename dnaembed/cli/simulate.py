@@ -123,6 +123,8 @@ from dnaembed.sim.channel import PRESETS
     default="negbin",
     show_default=True,
     type=click.Choice(["fixed", "poisson", "negbin", "lognormal"]),
+    help="Reads per strand: --mean-coverage each (fixed), Poisson, negative binomial "
+    "(--dispersion) or lognormal (--sigma).",
 )
 @click.option(
     "--mean-coverage",

@@ -125,9 +125,11 @@ def load_recipe(
         raise UsageError(f"{base.source}: stage: expected [[stage]] tables")
     for change in changes:
         if change.key in _PER_STAGE:
+            # The hint is for the steps only: --init has no scaled counterpart.
+            hint = " (scale the steps with --steps-scale)" if change.key == "train.steps" else ""
             raise UsageError(
                 f"{change.label}: {base.source} has stages, each with its own "
-                f"{_PER_STAGE[change.key]} (scale the steps with --steps-scale)"
+                f"{_PER_STAGE[change.key]}{hint}"
             )
     stages: list[Stage] = []
     planned: list[int] = []  # each stage's steps before scaling
