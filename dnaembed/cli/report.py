@@ -15,7 +15,8 @@ from dnaembed.cli.base import cli, common_options
 @common_options
 def report(sources: tuple[str, ...], out_dir: str, seed: int, threads: int) -> None:
     """Draw the plots of SOURCES: summaries (--json of cluster, consensus or run) or
-    training run directories (their metrics.jsonl).
+    training run directories (their metrics.jsonl; of a config with stages, each stage's
+    directory, OUTPUT/1-NAME, ...).
 
     A summary gives distances.png (the sampled edit distances, the cut and both
     peaks), cluster-sizes.png and, from run or consensus, consensus-support.png;
