@@ -1021,7 +1021,7 @@ def test_components_linked_in_tasks_end_as_one_pass(local_cluster, monkeypatch):
     from dnaembed.cluster.threshold import Threshold
     from dnaembed.cluster.units import UnitSequences
     from dnaembed.encoding import decode_flat, encode_flat, reverse_complement
-    from dnaembed.io.spill import PackedStrings
+    from dnaembed.io.strings import PackedStrings
     from dnaembed.sim.channel import Channel, transmit
 
     rng = np.random.default_rng(12)

@@ -30,13 +30,9 @@ from dnaembed.execute.inline import InlineExecutor
 from dnaembed.io.bases import PackedBases
 from dnaembed.io.readstore import stream_reads
 from dnaembed.io.sequences import read_sequences, write_sequences
-from dnaembed.io.spill import (
-    PackedStrings,
-    SpillArray,
-    oriented_strings,
-    strings_of,
-)
+from dnaembed.io.spill import SpillArray
 from dnaembed.io.spill_dir import SpillDir
+from dnaembed.io.strings import PackedStrings, oriented_strings, strings_of
 from dnaembed.io.tables import read_table
 from dnaembed.model.checkpoint import load_model
 from dnaembed.pipeline import clustered_files
@@ -102,7 +98,7 @@ def test_the_cells_fitted_on_one_thread_or_three_are_the_same():
 def test_a_chunk_embedded_without_its_cells_has_the_same_vectors(small_model):
     from dnaembed.cluster.partition_tasks import EmbedTask, embed_chunk
     from dnaembed.io.bases import ReadBlock
-    from dnaembed.io.spill import pack_strings
+    from dnaembed.io.strings import pack_strings
 
     model = load_model(small_model).model
     reads = ReadBlock(*pack_strings(random_seqs(np.random.default_rng(3), 300, 60)))

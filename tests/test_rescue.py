@@ -20,7 +20,7 @@ from dnaembed.cluster.rescue_rule import (
 from dnaembed.cluster.units import UnitSequences
 from dnaembed.encoding import decode_flat, encode_flat, reverse_complement
 from dnaembed.io.bases import PackedBases
-from dnaembed.io.spill import PackedStrings
+from dnaembed.io.strings import PackedStrings
 from dnaembed.sim.channel import Channel, transmit
 
 PRIMER = "ACGTCTAGACATATGCGCACTACAC"  # shared by every strand, as in the real set

@@ -17,7 +17,7 @@ from dnaembed.cluster.unionfind import ParityUnionFind
 from dnaembed.cluster.units import UnitSequences
 from dnaembed.encoding import reverse_complement
 from dnaembed.io.bases import PackedBases
-from dnaembed.io.spill import PackedStrings
+from dnaembed.io.strings import PackedStrings
 
 
 def test_linker_clusters_are_its_roots_representatives_and_reads():

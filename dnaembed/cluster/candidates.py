@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnaembed.cluster.search import Neighbours
-from dnaembed.io.spill import oriented_strings, strings_of
+from dnaembed.io.strings import oriented_strings, strings_of
 
 #: Pairs checked per call. It bounds the temporary lists of sequences and rapidfuzz's own
 #: working memory, which grows with the pairs of a call (~300 bytes per pair, not freed to

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dnaembed.io.spill import SpillArray, trim_memory
+from dnaembed.allocator import trim_memory
+from dnaembed.io.spill import SpillArray
 
 #: Rows of vectors read at a time (2 MB of float16 at 64 dimensions; blocks of 65,536
 #: rows took 1.3x as long, their temporaries out of cache).

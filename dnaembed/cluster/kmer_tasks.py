@@ -43,7 +43,7 @@ from dnaembed.cluster import kmers
 from dnaembed.cluster.kmers import KmerIndex, TopTargets
 from dnaembed.execute import runs_here
 from dnaembed.execute.inline import InlineExecutor
-from dnaembed.io.spill import pack_strings, strings_of, unpack_strings
+from dnaembed.io.strings import pack_strings, strings_of, unpack_strings
 from dnaembed.log import available_cores
 
 #: Targets per task at least (a range of the targets, cut between groups).

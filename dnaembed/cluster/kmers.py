@@ -51,7 +51,7 @@ import numpy as np
 from dnaembed.arrays import rank_in_groups, sorted_unique
 from dnaembed.encoding import encode_flat, kmer_codes, kmer_codes_of, reverse_complement_codes
 from dnaembed.execute import runs_here
-from dnaembed.io.spill import strings_of
+from dnaembed.io.strings import strings_of
 
 #: k-mer length (the rescue's, :data:`dnaembed.cluster.rescue_rule.RESCUE_K`, says why 11).
 K = 11

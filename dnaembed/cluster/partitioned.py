@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dnaembed.allocator import trim_memory
 from dnaembed.arrays import largest_first
 from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.graph import _GuardedLinker
@@ -67,7 +68,7 @@ from dnaembed.cluster.rounds import PairCollector, RepresentativeRounds
 from dnaembed.cluster.threshold import FULL_LENGTH_FRACTION, Threshold
 from dnaembed.cluster.threshold_sample import sampled_threshold
 from dnaembed.cluster.units import Units
-from dnaembed.io.spill import SpillArray, trim_memory
+from dnaembed.io.spill import SpillArray
 from dnaembed.io.spill_dir import SpillDir
 from dnaembed.log import logger
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import Levenshtein
 import numpy as np
 
-from dnaembed.io.spill import oriented_strings
+from dnaembed.io.strings import oriented_strings
 
 #: Fewest reads (the representative included) for a consensus.
 MIN_READS = 3

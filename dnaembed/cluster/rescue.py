@@ -77,7 +77,7 @@ from dnaembed.cluster.rescue_candidates import (
 )
 from dnaembed.cluster.rescue_rule import DEFAULT_SEARCH, CandidateSearch, accepted, alignment_bound
 from dnaembed.cluster.rescue_tasks import build_missing_profiles, score_in_tasks
-from dnaembed.io.spill import strings_of
+from dnaembed.io.strings import strings_of
 from dnaembed.log import counted, logger
 
 #: Pass 1 examines every full-length read of clusters up to this size; of larger ones (up

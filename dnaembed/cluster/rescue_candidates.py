@@ -24,7 +24,7 @@ import numpy as np
 from dnaembed.arrays import rank_in_groups
 from dnaembed.cluster.kmers import KmerIndex
 from dnaembed.cluster.units import OrientedBlock, UnitSequences
-from dnaembed.io.spill import oriented_strings
+from dnaembed.io.strings import oriented_strings
 
 #: Clusters tried per read: by shared k-mers, then by embedding neighbours.
 MAX_CANDIDATES = 8

@@ -22,7 +22,7 @@ import numpy as np
 
 from dnaembed.cluster.profiles import ClusterProfiles, profile_of
 from dnaembed.execute import runs_here
-from dnaembed.io.spill import pack_strings, strings_of, unpack_strings
+from dnaembed.io.strings import pack_strings, strings_of, unpack_strings
 
 #: Candidate clusters whose consensus one task builds.
 PROFILES_PER_TASK = 2_048

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dnaembed.allocator import trim_memory
 from dnaembed.arrays import largest_first
 from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.centres import cluster_centres
@@ -28,7 +29,7 @@ from dnaembed.cluster.neighbour_lists import NeighbourLists, nearest_of_lists
 from dnaembed.cluster.partition import Partitioner, fit_partitioner, members_of_cells
 from dnaembed.cluster.partition_tasks import ListTask, QueryTask, list_partition, query_partition
 from dnaembed.cluster.threshold import Threshold
-from dnaembed.io.spill import SpillArray, trim_memory
+from dnaembed.io.spill import SpillArray
 from dnaembed.log import logger
 
 

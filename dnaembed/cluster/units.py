@@ -16,7 +16,7 @@ import numpy as np
 
 from dnaembed.encoding import reverse_complement, reverse_complement_flat
 from dnaembed.io.bases import ReadBlock
-from dnaembed.io.spill import StringStore
+from dnaembed.io.strings import StringStore
 
 
 class UnitSequences:

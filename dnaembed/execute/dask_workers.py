@@ -52,7 +52,7 @@ class AllocatorSettings(WorkerPlugin):
     name = "dnaembed-allocator"
 
     def setup(self, worker) -> None:
-        from dnaembed.io.spill import set_allocator_thresholds
+        from dnaembed.allocator import set_allocator_thresholds
 
         set_allocator_thresholds(32 << 20, 64 << 20)
 

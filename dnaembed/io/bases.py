@@ -7,7 +7,7 @@ run (docs/scaling.md). :class:`PackedBases` keeps A, C, G and T in two bits
 each, every read from a byte boundary (padded to a multiple of four bases),
 so that the sequences of 3 x 10^6 reads of 150 nt take 114 MB and may stay
 in memory where 450 MB could not. A read with any other base (N) is kept
-whole, aside, in a :class:`~dnaembed.io.spill.PackedStrings`. It reads back
+whole, aside, in a :class:`~dnaembed.io.strings.PackedStrings`. It reads back
 as that store does: :meth:`~PackedBases.packed`, ``take``, ``store[i]``.
 
 Tasks take their reads as a :class:`ReadBlock`, in the store's own form: from
@@ -29,7 +29,8 @@ import numpy as np
 
 from dnaembed.arrays import drop_filler
 from dnaembed.encoding import encode_bytes
-from dnaembed.io.spill import PackedStrings, SpillArray, StringStore, unpack_strings
+from dnaembed.io.spill import SpillArray
+from dnaembed.io.strings import PackedStrings, StringStore, unpack_strings
 
 _BASES = b"ACGT"
 #: Each byte's two-bit code (as a byte); 4 for any but A, C, G, T.
@@ -184,7 +185,7 @@ def _is_acgt(seq: str) -> bool:
 class PackedBases(StringStore):
     """Sequences at two bits per base (see the module notes); in memory or spilled.
 
-    ``spill_to``/``spill_after`` as :class:`~dnaembed.io.spill.PackedStrings`'
+    ``spill_to``/``spill_after`` as :class:`~dnaembed.io.strings.PackedStrings`'
     (the reads with other bases go to a second file beside ``spill_to``).
     Call :meth:`finish` after the last :meth:`append`.
     """

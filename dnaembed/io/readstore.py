@@ -21,8 +21,8 @@ import numpy as np
 from dnaembed.errors import InputError
 from dnaembed.io.bases import PackedBases
 from dnaembed.io.sequences import ReadSet, describe_path, iter_read_blocks
-from dnaembed.io.spill import PackedStrings
 from dnaembed.io.spill_dir import SpillDir
+from dnaembed.io.strings import PackedStrings
 
 #: Reads per block while streaming (bounds the per-block Python lists).
 STREAM_CHUNK = 65_536

@@ -8,30 +8,23 @@ memory budget says so, in a file that is memory-mapped for reading. Pages of
 a mapped file count as resident memory once touched, so every read-back copies
 the rows it needs and then releases the mapping's pages
 (``madvise(MADV_DONTNEED)``): what stays resident is one request's rows, not
-the file. :class:`PackedStrings` holds strings (sequences, read ids) as one
-byte array with offsets. :class:`~dnaembed.io.spill_dir.SpillDir` is the directory the
-files go to, removed when the run ends, whether it succeeds or fails.
+the file. :class:`~dnaembed.io.strings.PackedStrings` holds strings (sequences, read ids)
+in one of these. :class:`~dnaembed.io.spill_dir.SpillDir` is the directory the files go
+to, removed when the run ends, whether it succeeds or fails.
 """
 
 from __future__ import annotations
 
 import contextlib
 import mmap
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dnaembed.arrays import gather_padded, gather_rows
 from dnaembed.errors import DnaembedError
 
-if TYPE_CHECKING:  # bases builds on this module
-    from dnaembed.io.bases import ReadBlock
-
-
-#: Strings decoded at a time when a store is iterated.
-ITER_CHUNK = 1 << 16
 #: Bytes read from a mapping between two releases of its pages (bounds what stays resident).
 RELEASE_BYTES = 8 << 20
 
@@ -296,186 +289,3 @@ class SpillArray:
         if self._mapped is not None:
             self._mapped.close()
             self._mapped = None
-
-
-class StringStore:
-    """What a store of strings read back by row shares: :meth:`take` and iteration
-    through its :meth:`packed` form (``(bytes, lengths)``)."""
-
-    encoding = "ascii"
-
-    def __len__(self) -> int:
-        raise NotImplementedError
-
-    def packed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
-
-    def block(self, rows: np.ndarray) -> ReadBlock:
-        """The given rows as a task takes them (a :class:`~dnaembed.io.bases.ReadBlock`):
-        here, one byte per base."""
-        from dnaembed.io.bases import ReadBlock  # bases builds on this module
-
-        return ReadBlock(*self.packed(rows))
-
-    def take(self, rows: np.ndarray) -> list[str]:
-        """The given rows as strings (through :meth:`block` where each character is a byte)."""
-        if self.encoding == "ascii":
-            return self.block(rows).strings()
-        data, lengths = self.packed(rows)
-        return unpack_strings(data, lengths, self.encoding)
-
-    def __iter__(self) -> Iterator[str]:
-        for start in range(0, len(self), ITER_CHUNK):
-            yield from self.take(np.arange(start, min(start + ITER_CHUNK, len(self))))
-
-
-class PackedStrings(StringStore):
-    """Strings as bytes, one after the other, with their offsets; in memory or spilled.
-
-    ``take(rows)`` gives them back as strings; :meth:`packed` as one byte array
-    and lengths (the compact form tasks travel in); ``store[i]`` one string.
-    ``encoding``: 'ascii' for sequences (one byte per base), 'utf-8' for read ids.
-    """
-
-    def __init__(self, *, spill_to: Path | None = None, spill_after: int | None = None,
-                 encoding: str = "ascii") -> None:
-        self.encoding = encoding
-        self._bytes = SpillArray((), np.uint8, spill_to=spill_to, spill_after=spill_after)
-        self._lengths: list[np.ndarray] = []
-        self.offsets: np.ndarray | None = None
-        self.lengths: np.ndarray | None = None
-
-    @property
-    def spilled(self) -> bool:
-        return self._bytes.spilled
-
-    @property
-    def nbytes(self) -> int:
-        return self._bytes.nbytes
-
-    def __len__(self) -> int:
-        return len(self.lengths) if self.lengths is not None else sum(map(len, self._lengths))
-
-    def append(self, strings: Sequence[str]) -> None:
-        joined = "".join(strings)
-        data = joined.encode(self.encoding)
-        if len(data) == len(joined):  # one byte per character: the sizes are the lengths
-            sizes = map(len, strings)
-        else:
-            encoded = [s.encode(self.encoding) for s in strings]
-            data, sizes = b"".join(encoded), map(len, encoded)
-        self._bytes.append(np.frombuffer(data, dtype=np.uint8))
-        self._lengths.append(np.fromiter(sizes, dtype=np.int32, count=len(strings)))
-
-    def finish(self) -> PackedStrings:
-        self._bytes.finish()
-        self.lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int32)
-        self._lengths = []
-        self.offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
-        np.cumsum(self.lengths, out=self.offsets[1:])
-        return self
-
-    def spill(self) -> bool:
-        """Move the strings to their file now, if held in memory (:meth:`SpillArray.spill`)."""
-        return self._bytes.spill()
-
-    def packed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(bytes, lengths)`` of the given rows, in that order."""
-        rows = np.asarray(rows, dtype=np.int64)
-        lengths = self.lengths[rows]
-        if len(rows) == 0:
-            return np.zeros(0, np.uint8), lengths
-        return self._bytes.gather(self.offsets[rows], lengths), lengths
-
-    def block(self, rows: np.ndarray) -> ReadBlock:
-        """The given rows as a task takes them: one byte per base, as rows of one width
-        where they are of similar lengths (see :class:`~dnaembed.io.bases.ReadBlock`)."""
-        from dnaembed.io.bases import ReadBlock  # bases builds on this module
-
-        rows = np.asarray(rows, dtype=np.int64)
-        lengths = self.lengths[rows]
-        if self.encoding == "ascii" and len(rows):
-            padded = self._bytes.gather_padded(self.offsets[rows], lengths)
-            if padded is not None:
-                return ReadBlock(padded.reshape(-1), lengths, width=padded.shape[1])
-        return ReadBlock(*self.packed(rows))
-
-    def __getitem__(self, row: int) -> str:
-        offsets = self.offsets
-        return self._bytes.row_bytes(offsets.item(row), offsets.item(row + 1)).decode(
-            self.encoding)
-
-    def close(self) -> None:
-        self._bytes.close()
-
-
-def strings_of(seqs: Sequence[str], rows: np.ndarray) -> list[str]:
-    """``[seqs[i] for i in rows]``, by one bulk ``take`` where ``seqs`` is a read store
-    (:class:`PackedStrings`, :class:`~dnaembed.cluster.units.UnitSequences`): one string
-    at a time from a store cost the split check most of its time."""
-    if isinstance(seqs, (list, tuple, np.ndarray)) or not hasattr(seqs, "take"):
-        return [seqs[i] for i in np.asarray(rows).tolist()]
-    return seqs.take(np.asarray(rows, dtype=np.int64))
-
-
-def oriented_strings(seqs: Sequence[str], rc_seqs: Sequence[str] | None, rows: np.ndarray,
-                     flip: np.ndarray) -> list[str]:
-    """Row ``rows[i]`` of ``rc_seqs`` where ``flip[i]`` (and ``rc_seqs`` is given), else of
-    ``seqs``, in bulk (:func:`strings_of`)."""
-    rows = np.asarray(rows, dtype=np.int64)
-    out = strings_of(seqs, rows)
-    at = np.flatnonzero(flip) if rc_seqs is not None else np.zeros(0, np.int64)
-    if len(at):
-        for i, seq in zip(at.tolist(), strings_of(rc_seqs, rows[at])):
-            out[i] = seq
-    return out
-
-
-def pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """ASCII strings as ``(bytes, lengths)``, as :meth:`PackedStrings.packed` gives them."""
-    lengths = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
-    return np.frombuffer("".join(strings).encode("ascii"), dtype=np.uint8), lengths
-
-
-def unpack_strings(data: np.ndarray, lengths: np.ndarray, encoding: str = "ascii") -> list[str]:
-    """Strings back from :meth:`PackedStrings.packed`."""
-    raw = data.tobytes()
-    ends = np.cumsum(lengths, dtype=np.int64).tolist()
-    starts = [0, *ends[:-1]]
-    if encoding == "ascii":
-        text = raw.decode("ascii")  # one character per byte: slice the decoded text
-        return [text[a:b] for a, b in zip(starts, ends)]
-    return [raw[a:b].decode(encoding) for a, b in zip(starts, ends)]
-
-
-def trim_memory() -> None:
-    """Give memory that was freed back to the system (glibc keeps it, per thread, otherwise).
-
-    Work done on other threads (tasks of the in-process executor) frees its memory
-    into those threads' heaps, where later work on this thread cannot reuse it:
-    without a trim the peaks of successive stages add up.
-    """
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-#: glibc's mallopt parameters.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-
-
-def set_allocator_thresholds(mmap_bytes: int, trim_bytes: int) -> None:
-    """glibc's thresholds, fixed: a block of at least ``mmap_bytes`` gets pages of its own
-    (given back when freed), and free memory above ``trim_bytes`` at the top of a heap is
-    given back. A no-op where the C library is not glibc."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_MMAP_THRESHOLD, mmap_bytes)
-        libc.mallopt(_M_TRIM_THRESHOLD, trim_bytes)
-    except (OSError, AttributeError):
-        pass

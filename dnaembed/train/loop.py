@@ -131,7 +131,7 @@ def _keep_freed_memory() -> None:
     Every step allocates and frees the same large activations; with glibc's
     defaults each one is a fresh mmap and page faults cost ~15% of a CPU step.
     """
-    from dnaembed.io.spill import set_allocator_thresholds
+    from dnaembed.allocator import set_allocator_thresholds
 
     set_allocator_thresholds(1 << 30, 1 << 30)
 
