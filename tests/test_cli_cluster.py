@@ -75,8 +75,8 @@ def test_cluster_methods_and_options(sim, tmp_path):
 def test_same_seed_same_file(sim, tmp_path):
     a, b = tmp_path / "a.tsv", tmp_path / "b.tsv"
     for out in (a, b):
-        run_cli("cluster", str(sim / "s.fastq.gz"), "--index", "hnsw", "--seed", "7",
-                "-o", str(out), check=True)
+        run_cli("cluster", str(sim / "s.fastq.gz"), "--method", "kmeans", "--index", "hnsw",
+                "--seed", "7", "-o", str(out), check=True)
     assert a.read_bytes() == b.read_bytes()
 
 
@@ -152,6 +152,12 @@ def test_clean_errors_and_no_partial_output(sim, tmp_path, write):
                        "--index-dim", code=2)
     assert_clean_error(run_cli("cluster", reads, "--k", "3"), "--k applies to --method kmeans",
                        code=2)
+    # Options with a default, given for a method that would ignore them.
+    assert_clean_error(run_cli("cluster", reads, "--index", "hnsw", "-o", str(out)),
+                       "--index applies to --method kmeans and dbscan only", code=2)
+    assert_clean_error(run_cli("cluster", reads, "--method", "kmeans", "--partition-size",
+                               "1024", "-o", str(out)),
+                       "--partition-size applies to --method graph only", code=2)
     assert not out.exists() and not (tmp_path / "e.npy").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
 

@@ -8,6 +8,7 @@ from dnaembed.cli.base import (
     cli,
     common_options,
     constrained,
+    given,
     inference_options,
     json_option,
     plot_option,
@@ -83,8 +84,8 @@ METHOD_ONLY = {"max_dist": ("--max-dist", "graph"), "n_clusters": ("-k/--k", "km
     type=constrained(GraphClusterer, "index"),
     default="auto",
     show_default=True,
-    help="kmeans, dbscan: neighbour search, exact up to 20,000 reads, HNSW beyond (auto); "
-    "graph: always exact, within partitions.",
+    help="kmeans, dbscan: neighbour search, exact up to 20,000 reads, HNSW beyond (auto). "
+    "Not for graph, which searches each partition exactly.",
 )
 @click.option(
     "--index-dim",
@@ -96,7 +97,7 @@ METHOD_ONLY = {"max_dist": ("--max-dist", "graph"), "n_clusters": ("-k/--k", "km
 )
 @click.option(
     "--partition-size", type=click.IntRange(min=256), default=PARTITION_SIZE, show_default=True,
-    help="graph: reads per partition (each partition is one task).",
+    help="graph only: reads per partition (each partition is one task).",
 )
 @json_option("the summary (threshold, counts, sizes, times, model, versions)")
 @plot_option
@@ -137,6 +138,12 @@ def _check_options(method: str, strand: str, orientation_column: bool | None,
     for key, (name, only) in METHOD_ONLY.items():
         if options.get(key) is not None and method != only:
             raise click.UsageError(f"{name} applies to --method {only} only")
+    # Options with a default: refused only where given for a method that would ignore them.
+    if method == "graph" and given("index"):
+        raise click.UsageError("--index applies to --method kmeans and dbscan only (graph "
+                               "searches each partition exactly)")
+    if method != "graph" and given("partition_size"):
+        raise click.UsageError("--partition-size applies to --method graph only")
     if orientation_column and strand == "plus":
         raise click.UsageError("--orientation-column needs --strand both")
     if size_labels and centers is None:
