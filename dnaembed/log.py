@@ -108,6 +108,16 @@ def refuse_foreign_log(log_file: str) -> None:
                          "refusing to overwrite it")
 
 
+def note_in_log_file(line: str) -> None:
+    """Writes ``line`` to the ``--log`` file alone, stamped as its other lines: the one-line
+    error a command ends with, which standard error gets from the entry point after the
+    log is closed (a pipeline's log said nothing of why its command failed)."""
+    record = logger.makeRecord(logger.name, logging.ERROR, __file__, 0, line, None, None)
+    for handler in logger.handlers:
+        if getattr(handler, "owned", False):
+            handler.emit(record)
+
+
 def close_log() -> None:
     """Flush and close ``--log FILE`` (at the end of a command)."""
     for handler in list(logger.handlers):

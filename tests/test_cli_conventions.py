@@ -73,7 +73,8 @@ def test_sigterm_stops_a_run_with_one_line_and_cleans_up(reads, tmp_path, where)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "dnaembed", "cluster", "-", "-o",
-                             str(tmp_path / "c.tsv"), "--tmpdir", str(tmp), *where],
+                             str(tmp_path / "c.tsv"), "--tmpdir", str(tmp), *where,
+                             "--log", str(tmp_path / "run.log")],
                             stdin=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=dict(os.environ, DNAEMBED_NO_PROGRESS="1"))
     try:
@@ -91,6 +92,7 @@ def test_sigterm_stops_a_run_with_one_line_and_cleans_up(reads, tmp_path, where)
     finally:
         proc.kill()
     assert proc.returncode == 143 and err.splitlines()[-1] == "dnaembed: terminated", err
+    assert (tmp_path / "run.log").read_text().splitlines()[-1].endswith(" dnaembed: terminated")
     assert "Traceback" not in err
     assert list(tmp.iterdir()) == [] and not (tmp_path / "c.tsv").exists()
     _, alive = psutil.wait_procs(helpers, timeout=15)  # the worker, Dask's resource tracker

@@ -372,6 +372,32 @@ def test_a_full_standard_output_is_named(sim, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_log_file_ends_with_the_error_and_may_go_in_the_output_directory(sim, tmp_path):
+    # A failed command's one-line error went to standard error only, after its --log was
+    # closed: a pipeline's log said nothing of why. And `run -o OUT --log OUT/run.log`
+    # with OUT new failed ("No such file or directory"): the log opens before the outputs.
+    reads = str(sim / "s.fastq.gz")
+    log = tmp_path / "x.log"
+    for args, code in (((str(tmp_path / "missing.fq"), "-o", str(tmp_path / "c.tsv")), 1),
+                       ((reads, "--k", "3"), 2)):
+        proc = run_cli("cluster", *args, "--log", str(log))
+        last = assert_clean_error(proc, code=code).splitlines()[-1]
+        if code == 2:  # click's own lines around it on standard error
+            last = "dnaembed: error: " + last.removeprefix("Error: ")
+        assert re.fullmatch(r"\d\d:\d\d:\d\d " + re.escape(last),
+                            log.read_text().splitlines()[-1]), (last, log.read_text())
+    out = tmp_path / "out"
+    run_cli("run", reads, "-o", str(out), "--log", str(out / "run.log"), check=True)
+    assert sorted(p.name for p in out.iterdir()) == ["clusters.tsv", "run.log", "strands.fasta",
+                                                     "strands.tsv"]
+    assert "strands" in (out / "run.log").read_text()
+    # Any other missing directory stays an error, and nothing is made.
+    proc = run_cli("run", reads, "-o", str(tmp_path / "o2"), "--log",
+                   str(tmp_path / "nowhere" / "run.log"))
+    assert_clean_error(proc, "nowhere/run.log: cannot write: No such file or directory")
+    assert not (tmp_path / "o2").exists() and not (tmp_path / "nowhere").exists()
+
+
 def test_a_log_file_that_is_not_a_log_is_left_whole(sim, tmp_path):
     # Opening --log empties it, and a file the command reads or writes only through another
     # option (the checkpoint `train --resume` goes on from, an earlier run's OUT/clusters.tsv)

@@ -26,7 +26,7 @@ import click
 from dnaembed import __version__
 from dnaembed.errors import DnaembedError, UsageError
 from dnaembed.io.atomic import StdoutError
-from dnaembed.log import close_log, configure, refuse_foreign_log
+from dnaembed.log import close_log, configure, note_in_log_file, refuse_foreign_log
 
 #: Exit status when the reader of our stdout went away (128 + SIGPIPE), as shell tools do.
 EXIT_BROKEN_PIPE = 141
@@ -81,6 +81,7 @@ def common_options(func):
             inputs, outputs = _path_arguments(kwargs)
             check_distinct(inputs, {**outputs, "--log": log_file})
             refuse_foreign_log(log_file)
+            _make_log_directory(log_file, kwargs)
         set_log_file(log_file)  # nor any output the command's OutputSet holds
         configure(verbosity=verbose, quiet=quiet, log_file=log_file)
         _state["verbose"] = verbose
@@ -88,6 +89,11 @@ def common_options(func):
             return func(*args, **kwargs)
         except BrokenPipeError:
             raise ClosedPipe() from None
+        except BaseException as e:
+            ending = _ending_line(e)
+            if ending is not None:
+                note_in_log_file(ending)
+            raise
         finally:
             set_log_file(None)
             close_log()
@@ -97,6 +103,25 @@ def common_options(func):
 
 #: The commands' options that name what they write (the rest of their paths are read).
 OUTPUT_OPTIONS = frozenset({"output", "out_dir", "centers", "report", "json_path", "plot_dir"})
+#: Those of them that name a directory the command creates.
+OUTPUT_DIRECTORIES = frozenset({"out_dir", "plot_dir"})
+
+
+def _make_log_directory(log_file: str, kwargs: dict) -> None:
+    """Creates the ``--log`` file's directory where it is one the command would create
+    (``run -o OUT --log OUT/run.log``, OUT new): the log opens before the command's
+    outputs, and failed with "No such file or directory". Left when the command fails,
+    with the log in it; any other missing directory stays an error."""
+    parent = os.path.abspath(os.path.dirname(log_file) or ".")
+    if os.path.exists(parent):
+        return
+    created = {os.path.abspath(kwargs[name]) for name in OUTPUT_DIRECTORIES
+               if kwargs.get(name) not in (None, "-")}
+    if parent in created:
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as e:
+            raise DnaembedError(f"{parent}: cannot create directory: {e.strerror or e}") from None
 
 
 def _path_arguments(kwargs: dict) -> tuple[dict[str, object], dict[str, object]]:
@@ -297,27 +322,43 @@ def _report(e: Exception) -> int:
     """Print the one-line message of an error; its exit status."""
     if _state["verbose"]:
         traceback.print_exc()
-    if isinstance(e, UsageError):
-        print(f"dnaembed: error: {e}", file=sys.stderr)
-        return 2
-    if isinstance(e, DnaembedError):
-        print(f"dnaembed: error: {e}", file=sys.stderr)
-        return 1
-    if isinstance(e, MemoryError):
-        print("dnaembed: error: out of memory (try a smaller batch or input)", file=sys.stderr)
-        return 1
     if isinstance(e, StdoutError):
         _silence_stdout()  # else Python reports its failed flush again at exit
-        print(f"dnaembed: error: standard output: cannot write: {e.strerror or e}",
-              file=sys.stderr)
-        return 1
+    message, code = _error_message(e)
+    print(f"dnaembed: {message}", file=sys.stderr)
+    return code
+
+
+def _error_message(e: Exception) -> tuple[str, int]:
+    """The one-line message of an error (after ``dnaembed: ``), and its exit status."""
+    if isinstance(e, UsageError):
+        return f"error: {e}", 2
+    if isinstance(e, DnaembedError):
+        return f"error: {e}", 1
+    if isinstance(e, MemoryError):
+        return "error: out of memory (try a smaller batch or input)", 1
+    if isinstance(e, StdoutError):
+        return f"error: standard output: cannot write: {e.strerror or e}", 1
     if isinstance(e, OSError):
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
-        print(f"dnaembed: error: {where}{e.strerror or e}", file=sys.stderr)
-        return 1
-    print(f"dnaembed: internal error: {type(e).__name__}: {e} (rerun with -v for details)",
-          file=sys.stderr)
-    return 1
+        return f"error: {where}{e.strerror or e}", 1
+    return f"internal error: {type(e).__name__}: {e} (rerun with -v for details)", 1
+
+
+def _ending_line(e: BaseException) -> str | None:
+    """What a command stopped by ``e`` ends its ``--log`` file with (as standard error
+    ends; None where the command's end is not a failure)."""
+    if isinstance(e, Terminated):
+        return "terminated"
+    if isinstance(e, click.exceptions.Abort):
+        return "aborted"
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(e, (click.exceptions.Exit, BrokenPipeError, ClosedPipe)):
+        return None
+    if isinstance(e, click.ClickException):
+        return f"error: {e.format_message()}"
+    return _error_message(e)[0] if isinstance(e, Exception) else None
 
 
 def _silence_stdout() -> None:
