@@ -229,6 +229,7 @@ class DaskExecutor:
         self.where = f"a LocalCluster on 127.0.0.1 ({processes})"
 
     def describe(self) -> str:
+        """Where the tasks run, for the log: the cluster, its workers and threads."""
         return (f"{self.where}: {counted(self.worker_count, 'worker')}, "
                 f"{counted(self.workers, 'thread')}")
 
@@ -323,6 +324,8 @@ class DaskExecutor:
         return result
 
     def close(self) -> None:
+        """Stops the watch on workers, logs the traffic and the workers' CPU, and closes the
+        client (and the LocalCluster this executor started)."""
         from dnaembed.log import logger
 
         self._watch.stop()

@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import TYPE_CHECKING
 
 from dnaembed.errors import DnaembedError
 from dnaembed.execute.dask_workers import dnaembed_version
 from dnaembed.log import counted
 
+if TYPE_CHECKING:
+    from distributed import Client
+
 #: Seconds to wait for a scheduler to answer, and for its first worker.
 CONNECT_TIMEOUT = 10
 
 
-def connect(scheduler: str, memory_limit: int | None):
+def connect(scheduler: str, memory_limit: int | None) -> Client:
     """A client of the cluster at ``scheduler``, once a worker fit for the run is there;
     ``memory_limit`` (``--memory``): what the tasks are planned for (see
     :func:`check_worker_memory`)."""
@@ -85,7 +89,7 @@ def check_answers_as_dask(scheduler: str) -> None:
                             f"({type(e).__name__}): {hint}") from None
 
 
-def wait_for_a_worker(client, where: str) -> None:
+def wait_for_a_worker(client: Client, where: str) -> None:
     """Waits, saying so, until the cluster of ``client`` has a worker.
 
     Why not fail: workers that dask-jobqueue submits wait in the batch queue, and may
@@ -110,7 +114,7 @@ def wait_for_a_worker(client, where: str) -> None:
     logger.info("%s has %s", where, counted(len(client.nthreads()), "worker"))
 
 
-def dnaembed_fault(client, where: str, workers: list[str] | None) -> str | None:
+def dnaembed_fault(client: Client, where: str, workers: list[str] | None) -> str | None:
     """Why the first of ``workers`` (None: all) that cannot run the tasks, without
     dnaembed or with another version, is refused; None where each can. A worker gone
     before it answered is not asked.
@@ -135,7 +139,7 @@ def dnaembed_fault(client, where: str, workers: list[str] | None) -> str | None:
     return None
 
 
-def check_worker_memory(client, where: str, budget: int) -> None:
+def check_worker_memory(client: Client, where: str, budget: int) -> None:
     """Warns when a worker of the cluster has a memory limit below ``budget``
     (``--memory``, what the tasks are planned for): Dask pauses a worker at 80% of its
     limit and restarts it at 95%."""

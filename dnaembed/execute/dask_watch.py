@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from dnaembed.log import counted, logger
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 #: Seconds between two looks at the scheduler's workers (:class:`WorkerWatch`).
 WATCH_INTERVAL = 5.0
@@ -25,7 +29,7 @@ class WorkerWatch:
     :data:`WATCH_INTERVAL` seconds.
     """
 
-    def __init__(self, client, where: str, more_memory: str,
+    def __init__(self, client: Client, where: str, more_memory: str,
                  check_joined: Callable[[list[str]], str | None] | None = None) -> None:
         self.client, self.where, self.more_memory = client, where, more_memory
         self.check_joined = check_joined
@@ -92,6 +96,7 @@ class WorkerWatch:
         return now
 
     def stop(self) -> None:
+        """Ends the watch: its thread stops at its next look (waited for up to 1 s)."""
         self._stopped.set()
         self._thread.join(timeout=1.0)  # not held up by a scheduler slow to answer
 

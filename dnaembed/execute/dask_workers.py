@@ -11,11 +11,14 @@ import contextlib
 import logging
 import pickle
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from dnaembed.execute.traffic import timed_call
+
+if TYPE_CHECKING:
+    from distributed import Worker
 
 #: Objects shared by every task on this worker, by name (filled by :class:`SharedObject`).
 _SHARED: dict[str, Any] = {}
@@ -28,13 +31,15 @@ class SharedObject(WorkerPlugin):
         self.name = name
         self.payload = payload
 
-    def setup(self, worker) -> None:
+    def setup(self, worker: Worker) -> None:
+        """Unpickles the object on ``worker``, where the tasks find it by name."""
         from dnaembed.log import freeze_long_lived
 
         _SHARED[self.name] = pickle.loads(self.payload)
         freeze_long_lived()  # torch's modules and the first model stay to the worker's end
 
-    def teardown(self, worker) -> None:
+    def teardown(self, worker: Worker) -> None:
+        """Drops the object from ``worker``."""
         _SHARED.pop(self.name, None)
 
 
@@ -51,7 +56,8 @@ class AllocatorSettings(WorkerPlugin):
 
     name = "dnaembed-allocator"
 
-    def setup(self, worker) -> None:
+    def setup(self, worker: Worker) -> None:
+        """Sets glibc's allocator thresholds on ``worker``."""
         from dnaembed.allocator import set_allocator_thresholds
 
         set_allocator_thresholds(32 << 20, 64 << 20)
@@ -78,7 +84,9 @@ class StoppedByClient(WorkerPlugin):
 
     name = "dnaembed-stopped-by-client"
 
-    def setup(self, worker) -> None:
+    def setup(self, worker: Worker) -> None:
+        """Has ``worker`` ignore SIGINT and SIGTERM, and drop Dask's warnings of
+        cancelled tasks."""
         import signal
 
         with contextlib.suppress(ValueError):  # signals are set from the main thread only
@@ -106,7 +114,8 @@ class ImportsAhead(WorkerPlugin):
 
     name = "dnaembed-imports"
 
-    def setup(self, worker) -> None:
+    def setup(self, worker: Worker) -> None:
+        """Starts the imports on a thread of ``worker``'s own."""
         import threading
 
         threading.Thread(target=_import_task_modules, name=self.name, daemon=True).start()

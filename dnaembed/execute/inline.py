@@ -39,6 +39,7 @@ class InlineExecutor:
         self._restore_blas = blas_on_one_thread() if self._pool is not None else None
 
     def describe(self) -> str:
+        """Where the tasks run, for the log: this process, on how many threads."""
         return f"this process, {counted(self.workers, 'thread')}"
 
     def map(self, fn: Callable, tasks: Iterable, *, shared: Any = None, desc: str = "tasks",
@@ -81,6 +82,8 @@ class InlineExecutor:
                     future.cancel()
 
     def close(self) -> None:
+        """Logs the traffic, stops the threads (cancelling tasks not started) and gives
+        BLAS its threads back."""
         from dnaembed.log import logger
 
         logger.debug("%s: %s", self.describe(), self.traffic.describe())

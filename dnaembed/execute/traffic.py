@@ -12,13 +12,15 @@ how many bytes per read a run moves between client and workers.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from dnaembed.log import counted
 
 
-def payload_bytes(obj, _depth: int = 0) -> int:
+def payload_bytes(obj: object, _depth: int = 0) -> int:
     """Bytes of the numpy arrays in ``obj`` (a dataclass, tuple, list or array), recursively."""
     if isinstance(obj, np.ndarray):
         return int(obj.nbytes)
@@ -43,17 +45,20 @@ class Traffic:
     cpu: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def add_cpu(self, kind: str, seconds: float) -> None:
+        """Adds ``seconds`` of task CPU time to ``kind``'s."""
         self.cpu[kind] = self.cpu.get(kind, 0.0) + seconds
 
     def describe_cpu(self) -> str:
+        """The tasks' CPU seconds by kind, for the log ("linking 12.3s, ...")."""
         return ", ".join(f"{kind} {seconds:.1f}s" for kind, seconds in self.cpu.items())
 
     def describe(self) -> str:
+        """The tasks and the megabytes of arrays sent and received, for the log."""
         return (f"{counted(self.tasks, 'task')}: {self.sent / 2**20:,.1f} MB of arrays to the "
                 f"workers, {self.received / 2**20:,.1f} MB back")
 
 
-def timed_call(fn, *args):
+def timed_call(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
     """``(fn(*args), CPU seconds of this thread meanwhile)``: how a runner measures a task."""
     import time
 
