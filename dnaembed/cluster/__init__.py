@@ -10,6 +10,8 @@ HDBSCAN-style split of clusters that chain.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dnaembed.cluster.base import Clusterer
 from dnaembed.cluster.dbscan import DbscanClusterer
 from dnaembed.cluster.graph import GraphClusterer
@@ -23,7 +25,7 @@ METHODS: dict[str, type[Clusterer]] = {
 }
 
 
-def make_clusterer(method: str = "graph", **params) -> Clusterer:
+def make_clusterer(method: str = "graph", **params: Any) -> Clusterer:
     """The estimator for ``method`` with ``params`` (None values mean 'the default')."""
     try:
         cls = METHODS[method]

@@ -83,10 +83,12 @@ class FitData:
 
     @property
     def both(self) -> bool:
+        """Whether reverse complements are clustered too (their embeddings can be had)."""
         return self.reverse_source is not None
 
     @property
     def median_length(self) -> float:
+        """The reads' median length (0 for none)."""
         return float(np.median(self.lengths)) if len(self.lengths) else 0.0
 
     def reverse_rows(self, rows: np.ndarray) -> np.ndarray:
@@ -114,6 +116,7 @@ class FitData:
         return self.reverse_cache[rows]
 
     def reverse_all(self) -> np.ndarray:
+        """Embeddings of the reverse complements of every read (:meth:`reverse_rows`)."""
         return self.reverse_rows(np.arange(len(self)))
 
 

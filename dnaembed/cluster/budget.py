@@ -30,10 +30,14 @@ spilling nor the chunk size changes the output.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from dnaembed.cluster.partitioned import PartitionPlan
 from dnaembed.errors import DnaembedError
+
+if TYPE_CHECKING:
+    from dnaembed.execute import Runner
+    from dnaembed.model.encoder import Encoder
 
 MB = 1 << 20
 #: Resident memory of a process with torch, faiss and a model loaded, before any data.
@@ -80,6 +84,8 @@ class WorkPlan:
     tasks_here: int = 1
 
     def describe(self) -> str:
+        """The plan for the log: the budget, where the reads and vectors are kept, and the
+        sizes of chunks and partitions."""
         p = self.plan
         vectors = self.units * p.search_dim * 2
         head = ("no memory budget" if self.memory is None else
@@ -101,8 +107,8 @@ class WorkPlan:
                 f"{p.partition_size:,} reads")
 
 
-def plan_work(memory: int | None, runner, *, units: int = 0, model=None,
-              params: dict | None = None) -> WorkPlan:
+def plan_work(memory: int | None, runner: Runner | TaskSlots | None, *, units: int = 0,
+              model: Encoder | None = None, params: dict | None = None) -> WorkPlan:
     """The work plan for ``units`` distinct reads under ``memory`` bytes per process.
 
     ``params``: :class:`PartitionPlan` fields, and ``reads_in_memory`` (bytes of

@@ -35,6 +35,7 @@ class CandidatePairs:
         return len(self.lo)
 
     def subset(self, mask: np.ndarray) -> CandidatePairs:
+        """The pairs where ``mask`` is True (or the rows it indexes), in order."""
         return CandidatePairs(self.lo[mask], self.hi[mask], self.parity[mask], self.embedded[mask])
 
 

@@ -16,10 +16,15 @@ of the space.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from dnaembed.allocator import trim_memory
 from dnaembed.io.spill import SpillArray
+
+if TYPE_CHECKING:
+    from dnaembed.cluster.graph import _GuardedLinker
 
 #: Rows of vectors read at a time (2 MB of float16 at 64 dimensions; blocks of 65,536
 #: rows took 1.3x as long, their temporaries out of cache).
@@ -34,7 +39,8 @@ BLOCK_ROWS = 1 << 14
 SUM_BYTES = 64 << 20
 
 
-def cluster_centres(vectors: SpillArray, linker, reps: np.ndarray) -> np.ndarray:
+def cluster_centres(vectors: SpillArray, linker: _GuardedLinker, reps: np.ndarray
+                    ) -> np.ndarray:
     """The centre of each cluster whose representative is in ``reps`` (every cluster's
     once, as :meth:`~dnaembed.cluster.graph._GuardedLinker.clusters` gives them):
     ``(len(reps), dim)`` float16, row for row."""

@@ -30,7 +30,10 @@ from dnaembed.cluster.threshold import Threshold, fallback_threshold
 from dnaembed.cluster.unionfind import ParityUnionFind
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from dnaembed.cluster.base import Clusterer, FitData
+    from dnaembed.cluster.units import UnitSequences
 
 #: A read longer than this multiple of the 95th percentile of read lengths is set apart.
 EXTREME_FACTOR = 1.5
@@ -81,7 +84,8 @@ def fit_set_apart(est: Clusterer, data: FitData, apart: np.ndarray) -> Clusterer
     return est
 
 
-def join_set_apart(seqs, lengths: np.ndarray, weights: np.ndarray, apart: np.ndarray,
+def join_set_apart(seqs: Sequence[str] | UnitSequences, lengths: np.ndarray,
+                   weights: np.ndarray, apart: np.ndarray,
                    labels: np.ndarray, orientation: np.ndarray, representatives: np.ndarray,
                    threshold: Threshold | None, *, both: bool
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -107,7 +111,8 @@ def join_set_apart(seqs, lengths: np.ndarray, weights: np.ndarray, apart: np.nda
     return assemble(all_groups, all_parity, centrality, weights)
 
 
-def link_among(seqs, rows: np.ndarray, threshold: Threshold, *, both: bool
+def link_among(seqs: Sequence[str] | UnitSequences, rows: np.ndarray, threshold: Threshold,
+               *, both: bool
                ) -> tuple[np.ndarray, np.ndarray]:
     """Groups (0..) and parities of the reads ``rows``, every pair within the cut linked."""
     from rapidfuzz.distance import Levenshtein

@@ -41,7 +41,7 @@ import numpy as np
 
 from dnaembed.cluster import kmers
 from dnaembed.cluster.kmers import KmerIndex, TopTargets
-from dnaembed.execute import runs_here
+from dnaembed.execute import Runner, runs_here
 from dnaembed.execute.inline import InlineExecutor
 from dnaembed.io.strings import pack_strings, strings_of, unpack_strings
 from dnaembed.log import available_cores
@@ -75,15 +75,20 @@ class KmerRangeTask:
     common: np.ndarray | None = None
 
     def index(self) -> KmerIndex:
+        """The range's targets, indexed."""
         return KmerIndex(unpack_strings(self.data, self.lengths), both=self.both, k=self.k,
                          groups=self.groups)
 
     def queries(self) -> list[str]:
+        """The block of queries (the vote pass's)."""
         return unpack_strings(self.query_data, self.query_lengths)
 
 
 @dataclass
 class RangeCounts:
+    """What :func:`count_range` returns: the query k-mers a target of the range holds, and
+    how many targets hold each."""
+
     codes: np.ndarray  # k-mers (canonical with ``both``) held by a target of the range
     counts: np.ndarray  # targets (groups) of the range holding each
 
@@ -109,7 +114,7 @@ def range_size(queries: int) -> int:
     return max(RANGE_TARGETS, TARGETS_PER_QUERY * min(queries, kmers.QUERY_BLOCK))
 
 
-def searched_here(runner, queries: int, threads: int) -> bool:
+def searched_here(runner: Runner | None, queries: int, threads: int) -> bool:
     """Whether a search of ``queries`` queries runs in one pass on this process's
     ``threads`` threads (0: every available core) rather than as tasks on ``runner``: where
     the runner's tasks share this process, or the queries are one block and the runner's
@@ -120,8 +125,8 @@ def searched_here(runner, queries: int, threads: int) -> bool:
     return queries <= kmers.QUERY_BLOCK and runner.workers <= TASKS_CPU_FACTOR * here
 
 
-def search_in_tasks(index: KmerIndex, queries: Sequence[str], top: int, runner, *,
-                    min_votes: int = 1, threads: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def search_in_tasks(index: KmerIndex, queries: Sequence[str], top: int, runner: Runner | None,
+                    *, min_votes: int = 1, threads: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`KmerIndex.candidates`, its two passes as tasks on ``runner`` (see the notes);
     sets ``index.cut`` as the search in one pass does. Where :func:`searched_here` says so,
     the one-pass search instead, on the runner if its tasks share this process, else on

@@ -50,7 +50,7 @@ import numpy as np
 
 from dnaembed.arrays import rank_in_groups, sorted_unique
 from dnaembed.encoding import encode_flat, kmer_codes, kmer_codes_of, reverse_complement_codes
-from dnaembed.execute import runs_here
+from dnaembed.execute import Runner, runs_here
 from dnaembed.io.strings import strings_of
 
 #: k-mer length (the rescue's, :data:`dnaembed.cluster.rescue_rule.RESCUE_K`, says why 11).
@@ -169,7 +169,7 @@ class KmerIndex:
         self.groups = groups
         self.block = block
 
-    def ranges(self, size: int | None = None):
+    def ranges(self, size: int | None = None) -> Iterator[tuple[int, int]]:
         """(first, end) target of each block: about ``block`` targets (or ``size``), cut
         between groups."""
         n, start = len(self.targets), 0
@@ -210,7 +210,7 @@ class KmerIndex:
         return first, m, values, owner
 
     def common(self, wanted: np.ndarray | None = None, kept: list | None = None,
-               runner=None) -> np.ndarray:
+               runner: Runner | None = None) -> np.ndarray:
         """Per possible k-mer: True if more than ``max_targets`` targets hold it (either
         orientation counts once; with ``groups``, groups), in one pass over the targets.
         Without ``max_targets``, more than :func:`chance_cut` of the k-mers counted.
@@ -224,7 +224,7 @@ class KmerIndex:
         return self.common_of(self.held_by(wanted, kept, runner), wanted)
 
     def held_by(self, wanted: np.ndarray | None = None, kept: list | None = None,
-                runner=None) -> np.ndarray:
+                runner: Runner | None = None) -> np.ndarray:
         """Per possible k-mer (canonical with ``both``): the targets (or groups) holding it,
         counting the ``wanted`` ones only (see :meth:`common`). Counts of disjoint sets of
         targets add up: the search in tasks (:mod:`.kmer_tasks`) sums its ranges'.
@@ -289,7 +289,7 @@ class KmerIndex:
         return wanted
 
     def candidates(self, queries: Sequence[str], top: int, *, min_votes: int = 1,
-                   runner=None) -> tuple[np.ndarray, np.ndarray]:
+                   runner: Runner | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``top`` targets sharing the most k-mers with each query.
 
         Returns ``(targets, flips)`` arrays of shape ``(len(queries), top)``, -1
@@ -308,7 +308,7 @@ class KmerIndex:
         return self.top_targets(queries, top, common, kept, runner).result(min_votes)
 
     def top_targets(self, queries: Sequence[str], top: int, common: np.ndarray,
-                    kept: Sequence = (), runner=None) -> TopTargets:
+                    kept: Sequence = (), runner: Runner | None = None) -> TopTargets:
         """Each query's ``top`` targets by shared k-mers, ``common`` ones left out (the vote
         pass of :meth:`candidates`; ``kept``: the blocks :meth:`common` kept)."""
         out = TopTargets(len(queries), top)

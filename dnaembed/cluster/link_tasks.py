@@ -19,6 +19,7 @@ same result, without the cost of splitting.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,8 +27,11 @@ from dnaembed.cluster.candidates import CandidatePairs
 from dnaembed.cluster.graph import _GuardedLinker
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
-from dnaembed.execute import runs_here
+from dnaembed.execute import Runner, runs_here
 from dnaembed.io.bases import ReadBlock
+
+if TYPE_CHECKING:
+    from dnaembed.cluster.units import UnitSequences
 
 #: Pairs per task (a task takes whole components until it holds this many).
 PAIRS_PER_TASK = 262_144
@@ -97,8 +101,9 @@ def link_components(task: LinkTask) -> LinkResult:
                       of(linker.uf.size, np.int32), linker.merges, linker.refusals, refused)
 
 
-def link_in_tasks(linker: _GuardedLinker, edges: CandidatePairs, dist: np.ndarray, runner,
-                  seqs, *, threshold: Threshold, factor: float, guard: bool) -> None:
+def link_in_tasks(linker: _GuardedLinker, edges: CandidatePairs, dist: np.ndarray,
+                  runner: Runner | None, seqs: UnitSequences, *, threshold: Threshold,
+                  factor: float, guard: bool) -> None:
     """``linker.link(edges, dist)`` with its components linked in tasks on ``runner`` (see
     the module notes); ``linker`` (fresh: no pair linked yet) takes their results."""
     if runs_here(runner) or len(edges) == 0:

@@ -64,6 +64,7 @@ class NeighbourGraph:
 
     @classmethod
     def from_pairs(cls, n: int, pairs: CandidatePairs) -> NeighbourGraph:
+        """The graph of ``n`` reads whose edges are ``pairs``, each listed both ways."""
         src = np.concatenate([pairs.lo, pairs.hi])
         dst = np.concatenate([pairs.hi, pairs.lo])
         d = np.concatenate([pairs.embedded, pairs.embedded]).astype(np.float64)

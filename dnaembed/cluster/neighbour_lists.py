@@ -26,6 +26,8 @@ class NeighbourLists:
 
     def put(self, units: np.ndarray, reverse: np.ndarray, indices: np.ndarray,
             distances: np.ndarray) -> None:
+        """Sets the lists of ``units`` (among :attr:`rows`), as read or, where
+        ``reverse``, reverse-complemented: their ``indices`` and ``distances``."""
         at = np.searchsorted(self.rows, units)
         side = reverse.astype(np.int64)
         self.indices[side, at] = indices

@@ -31,6 +31,8 @@ class Interval:
     closed: str = "both"
 
     def accepts(self, value: object) -> bool:
+        """Whether ``value`` is a number of the kind, within the bounds (not a bool, nor
+        nan)."""
         if isinstance(value, bool | np.bool_):
             return False
         kinds = (int, np.integer) if self.integer else (int, float, np.integer, np.floating)
@@ -44,6 +46,7 @@ class Interval:
                                                or (value == self.high and not right)))
 
     def describe(self) -> str:
+        """The interval in words, for an error ("an integer >= 1")."""
         kind = "an integer" if self.integer else "a number"
         bounds = []
         if self.low is not None:
@@ -60,9 +63,11 @@ class Options:
     values: tuple
 
     def accepts(self, value: object) -> bool:
+        """Whether ``value`` is one of the values."""
         return value in self.values
 
     def describe(self) -> str:
+        """The values in words, for an error ("one of 'a', 'b'")."""
         return "one of " + ", ".join(repr(v) for v in self.values)
 
 

@@ -92,10 +92,12 @@ class Partitioner:
 
     @property
     def cells(self) -> int:
+        """The number of cells (centroids)."""
         return len(self.centroids)
 
     @property
     def dim(self) -> int:
+        """Dimensions of the search space (the centroids')."""
         return self.centroids.shape[1]
 
     def project(self, vectors: np.ndarray) -> np.ndarray:

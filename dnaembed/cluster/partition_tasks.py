@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,6 +39,9 @@ from dnaembed.cluster.search import Neighbours, faiss_module
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.encoding import reverse_complement
 from dnaembed.io.bases import ReadBlock
+
+if TYPE_CHECKING:
+    from dnaembed.model.encoder import Encoder
 
 #: Queries of a partition checked at a time (bounds a task's candidate pairs and strings).
 QUERY_CHECK_BLOCK = 2_048
@@ -64,13 +68,15 @@ class EmbedTask:
 
 @dataclass
 class EmbedResult:
+    """What :func:`embed_chunk` returns for a chunk of reads."""
+
     vectors: np.ndarray  # float16 (n, search dim), or float32 (n, model dim) for the sample
     cells: np.ndarray | None  # int32 (n, max cells), nearest first, -1 pad; None: not asked
     truncated: int  # reads longer than the model's window
     cpu_seconds: float = 0.0  # the task's own CPU time (for the per-read cost of each stage)
 
 
-def embed_chunk(model, task: EmbedTask) -> EmbedResult:
+def embed_chunk(model: Encoder, task: EmbedTask) -> EmbedResult:
     """Embed one chunk (one thread; the model is the executor's shared object)."""
     from dnaembed.log import set_threads
     from dnaembed.model.inference import EmbedStats, embed_sequences
@@ -239,6 +245,9 @@ class QueryTask:
 
 @dataclass
 class QueryResult:
+    """What :func:`query_partition` returns: the pairs it checked exactly, and how many
+    candidates it had."""
+
     lo: np.ndarray  # checked pairs (unit ids, lo < hi) and their parity and distance
     hi: np.ndarray
     parity: np.ndarray
@@ -342,6 +351,8 @@ class ListTask:
 
 @dataclass
 class ListResult:
+    """What :func:`list_partition` returns: each query's nearest members."""
+
     indices: np.ndarray  # (queries, neighbours) unit ids, -1 for none
     distances: np.ndarray  # float32, +inf for none
     cpu_seconds: float = 0.0

@@ -47,6 +47,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -71,6 +72,10 @@ from dnaembed.cluster.units import Units
 from dnaembed.io.spill import SpillArray
 from dnaembed.io.spill_dir import SpillDir
 from dnaembed.log import logger
+
+if TYPE_CHECKING:
+    from dnaembed.execute import Runner
+    from dnaembed.model.encoder import Encoder
 
 #: Fewest reads per embedding chunk (below the plan's chunk size).
 MIN_CHUNK = 1_024
@@ -151,8 +156,8 @@ class _Stage:
 
 def cluster_units(
     units: Units,
-    model,
-    runner,
+    model: Encoder,
+    runner: Runner,
     *,
     plan: PartitionPlan,
     spill: SpillDir | None = None,

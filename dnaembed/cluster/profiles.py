@@ -17,7 +17,7 @@ than :data:`MIN_READS` central reads keeps its reads as they are.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import Levenshtein
 import numpy as np
@@ -107,7 +107,7 @@ class ClusterProfiles:
         """The cluster's central (read, orientation) pairs: what its profile is built from."""
         return tuple(self.members[cluster])
 
-    def missing(self, clusters) -> dict[tuple, list[str]]:
+    def missing(self, clusters: Iterable[int]) -> dict[tuple, list[str]]:
         """The oriented reads of each of ``clusters`` whose profile is not yet known, by key
         (to build elsewhere, :func:`dnaembed.cluster.rescue_tasks.build_profiles`, which
         builds consensus profiles, then :meth:`add`)."""
@@ -124,6 +124,7 @@ class ClusterProfiles:
         return {key: [next(strings) for _ in key] for key in keys}
 
     def add(self, key: tuple, profile: list[str]) -> None:
+        """Records the ``profile`` built for ``key`` (:meth:`missing`)."""
         self.known[key] = profile
 
     def __call__(self, cluster: int) -> list[str]:

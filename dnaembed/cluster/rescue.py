@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -79,6 +80,9 @@ from dnaembed.cluster.rescue_rule import DEFAULT_SEARCH, CandidateSearch, accept
 from dnaembed.cluster.rescue_tasks import build_missing_profiles, score_in_tasks
 from dnaembed.io.strings import strings_of
 from dnaembed.log import counted, logger
+
+if TYPE_CHECKING:
+    from dnaembed.execute import Runner
 
 #: Pass 1 examines every full-length read of clusters up to this size; of larger ones (up
 #: to ``max_size``), the representative only, and the cluster moves with it.
@@ -101,7 +105,7 @@ def rescue_reads(
     details: list | None = None,
     lengths: np.ndarray | None = None,
     search: CandidateSearch = DEFAULT_SEARCH,
-    runner=None,
+    runner: Runner | None = None,
     threads: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Move leftover reads into clusters they clearly belong to (see the module notes).

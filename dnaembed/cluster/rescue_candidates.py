@@ -19,6 +19,8 @@ enough to cost reads.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from dnaembed.arrays import rank_in_groups
@@ -35,7 +37,8 @@ EMBEDDING_CANDIDATES = 2
 MEMBERS_PER_CLUSTER = 5
 
 
-def central_members(labels, orientation, centrality, lengths, reps, full_length, count: int
+def central_members(labels: np.ndarray, orientation: np.ndarray, centrality: np.ndarray,
+                    lengths: np.ndarray, reps: np.ndarray, full_length: float, count: int
                     ) -> CentralMembers:
     """Per cluster: (read, orientation) of its representative and most central full-length reads.
 
@@ -74,7 +77,9 @@ class CentralMembers:
         return list(zip(row[:n].tolist(), self.flips[cluster, :n].tolist()))
 
 
-def choose_candidates(rows, by_kmers, neighbours, before, targets, limits, rng
+def choose_candidates(rows: np.ndarray, by_kmers: np.ndarray,
+                      neighbours: tuple[np.ndarray, np.ndarray], before: np.ndarray,
+                      targets: np.ndarray, limits: np.ndarray, rng: np.random.Generator
                       ) -> tuple[list[int], list[list[int]]]:
     """The reads that have candidate clusters (in row order) and theirs: by k-mers, then
     by the embedding neighbours' clusters (:func:`_candidate_clusters`), below each
@@ -98,7 +103,8 @@ def choose_candidates(rows, by_kmers, neighbours, before, targets, limits, rng
     return examined, chosen
 
 
-def member_kmers(seqs, rc_seqs, members, target_ids: np.ndarray, per_cluster: int, k: int):
+def member_kmers(seqs: Sequence[str], rc_seqs: Sequence[str] | None, members: CentralMembers,
+                 target_ids: np.ndarray, per_cluster: int, k: int) -> KmerIndex:
     """The k-mers of the target clusters' central reads, each read oriented as its cluster.
 
     A noisy read shares few k-mers with any one read of its strand (each k-mer must

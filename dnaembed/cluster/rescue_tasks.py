@@ -15,13 +15,13 @@ on demand: the same result, without packing them into tasks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from dnaembed.cluster.profiles import ClusterProfiles, profile_of
-from dnaembed.execute import runs_here
+from dnaembed.execute import Runner, runs_here
 from dnaembed.io.strings import pack_strings, strings_of, unpack_strings
 
 #: Candidate clusters whose consensus one task builds.
@@ -40,10 +40,12 @@ class StringGroups:
 
     @classmethod
     def of(cls, lists: Sequence[Sequence[str]]) -> StringGroups:
+        """``lists`` packed: their strings back to back, and how many each list holds."""
         data, lengths = pack_strings([s for strings in lists for s in strings])
         return cls(data, lengths, np.fromiter(map(len, lists), np.int64, len(lists)))
 
     def lists(self) -> list[list[str]]:
+        """The lists of strings back (:meth:`of`'s argument, as lists)."""
         strings = unpack_strings(self.data, self.lengths)
         ends = np.cumsum(self.counts).tolist()
         return [strings[a:b] for a, b in zip([0, *ends[:-1]], ends)]
@@ -54,7 +56,8 @@ def build_profiles(task: StringGroups) -> StringGroups:
     return StringGroups.of([profile_of(reads) for reads in task.lists()])
 
 
-def build_missing_profiles(profiles: ClusterProfiles, clusters, runner) -> None:
+def build_missing_profiles(profiles: ClusterProfiles, clusters: Iterable[int],
+                           runner: Runner | None) -> None:
     """Build (on ``runner``) the profiles of ``clusters`` not yet known to ``profiles``;
     left to be built on demand where the runner's tasks would share this process, or
     where the profiles are the reads themselves (no consensus to build)."""
@@ -115,8 +118,9 @@ def _best_two(scored_reads) -> ScoreResult:
     return ScoreResult(out[0], out[1].astype(np.int8), out[2], out[3])
 
 
-def score_in_tasks(seqs, rc_seqs, reads: list[int], clusters: list[list[int]],
-                   bounds: list[int], profiles: ClusterProfiles, runner) -> ScoreResult:
+def score_in_tasks(seqs: Sequence[str], rc_seqs: Sequence[str] | None, reads: list[int],
+                   clusters: list[list[int]], bounds: list[int], profiles: ClusterProfiles,
+                   runner: Runner | None) -> ScoreResult:
     """The best two of each read's clusters (at least two each), in tasks on ``runner``, or
     here where its tasks would share this process: the alignments hold the interpreter
     lock, so threads would not run them side by side."""

@@ -32,6 +32,7 @@ class ClusterResult:
 
     @property
     def n_clusters(self) -> int:
+        """The number of clusters."""
         return len(self.representatives)
 
     def sizes(self) -> np.ndarray:

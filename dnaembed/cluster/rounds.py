@@ -18,6 +18,7 @@ rescue's embedding candidates (:meth:`RepresentativeRounds.list_neighbours`, kep
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,10 @@ from dnaembed.cluster.partition_tasks import ListTask, QueryTask, list_partition
 from dnaembed.cluster.threshold import Threshold
 from dnaembed.io.spill import SpillArray
 from dnaembed.log import logger
+
+if TYPE_CHECKING:
+    from dnaembed.cluster.graph import _GuardedLinker
+    from dnaembed.cluster.partitioned import _Run
 
 
 @dataclass
@@ -60,7 +65,7 @@ class _Queries:
 class RepresentativeRounds:
     """Rounds 2.. over a run (``run``: the vectors, the units, the runner; see partitioned)."""
 
-    def __init__(self, run, threshold: Threshold, *, both: bool) -> None:
+    def __init__(self, run: _Run, threshold: Threshold, *, both: bool) -> None:
         self.run, self.threshold, self.both = run, threshold, both
         self.lists = NeighbourLists(np.zeros(0, np.int64), run.neighbours, both)
         self._rc_rows = np.zeros(0, np.int64)
@@ -71,7 +76,7 @@ class RepresentativeRounds:
         self.centres = SpillArray((run.partitioner.dim,), np.float16).finish()
         self._centred = np.zeros(0, np.int64)
 
-    def link(self, linker, rounds: int, until: float = 0.0) -> None:
+    def link(self, linker: _GuardedLinker, rounds: int, until: float = 0.0) -> None:
         """Rounds 2..``rounds``, stopping once a round (from the second on) merges fewer
         than ``until`` of the clusters, or the next is expected to (:func:`rounds_over`)."""
         run = self.run
@@ -115,7 +120,7 @@ class RepresentativeRounds:
         self._rc_vectors = np.zeros((0, self.run.partitioner.dim), np.float16)
         self.centres.close()
 
-    def list_neighbours(self, linker, rows: np.ndarray) -> None:
+    def list_neighbours(self, linker: _GuardedLinker, rows: np.ndarray) -> None:
         """The rescue's lists (:attr:`lists`): for ``rows``, the reads of clusters still
         small enough for the rescue once the rounds are over, their nearest clusters'
         centres as read and reverse-complemented.

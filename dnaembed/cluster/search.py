@@ -29,6 +29,7 @@ recall and timing checks behind them: ``docs/benchmarks.md``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -61,7 +62,7 @@ QUERY_BATCH = 65_536
 BLAS_MIN_ENTRIES = 20 * 64
 
 
-def faiss_module():
+def faiss_module() -> ModuleType:
     """faiss, its exact search on BLAS from :data:`BLAS_MIN_ENTRIES` on. Every use of
     faiss goes through here, so that every process (the client, each worker) searches
     with the same setting whatever ran in it before: the setting is the process's, and

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from dnaembed.cluster.search import faiss_module
 from dnaembed.cluster.threshold import Threshold, sample_threshold
 from dnaembed.execute import runs_here
 from dnaembed.execute.inline import InlineExecutor
+
+if TYPE_CHECKING:
+    from dnaembed.cluster.partitioned import _Run
 
 #: Reads drawn for the threshold's sample, and their candidate pairs whose full distances
 #: choose it (at most). Why this many: the cut extrapolates the same-strand tail from its
@@ -34,7 +38,7 @@ SAMPLE_READS = 16_000
 SAMPLE_PAIRS = 250_000
 
 
-def sampled_threshold(run, user_value: int | None) -> tuple[Threshold, np.ndarray]:
+def sampled_threshold(run: _Run, user_value: int | None) -> tuple[Threshold, np.ndarray]:
     """The cut for ``run`` (a partitioned run: its units, cells, vectors and runner), and
     the histogram of the distances it used (for the summary and its plot)."""
     units = run.units

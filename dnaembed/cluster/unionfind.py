@@ -14,8 +14,12 @@ object per entry), as fast to index, which matters at millions of reads.
 from __future__ import annotations
 
 from array import array
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 class ParityUnionFind:
@@ -61,7 +65,7 @@ class ParityUnionFind:
                 return root
             root = up
 
-    def labels(self, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+    def labels(self, dtype: npt.DTypeLike = np.int64) -> tuple[np.ndarray, np.ndarray]:
         """Root of every element (of ``dtype``; int32 halves the temporaries) and its
         parity relative to that root.
 

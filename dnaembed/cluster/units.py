@@ -33,6 +33,7 @@ class UnitSequences:
         return reverse_complement(seq) if self.reverse else seq
 
     def take(self, units: np.ndarray) -> list[str]:
+        """The sequences of ``units``, in order."""
         seqs = self.store.take(self.rows[units])
         return [reverse_complement(s) for s in seqs] if self.reverse else seqs
 
@@ -46,7 +47,7 @@ class UnitSequences:
         return OrientedBlock(self.store.block(self.rows[units]),
                              np.asarray(flips, dtype=bool) ^ self.reverse)
 
-    def reverses(self, other) -> bool:
+    def reverses(self, other: object) -> bool:
         """Whether ``other`` holds these sequences' reverse complements (:meth:`reversed`)."""
         return isinstance(other, UnitSequences) and other.store is self.store \
             and other.rows is self.rows and other.reverse != self.reverse
@@ -100,4 +101,5 @@ class Units:
 
     @property
     def median_length(self) -> float:
+        """The units' median length (0 for none)."""
         return float(np.median(self.lengths)) if len(self.lengths) else 0.0
