@@ -17,7 +17,8 @@ def rank_in_groups(keys: np.ndarray) -> np.ndarray:
     return idx - np.maximum.accumulate(np.where(starts, idx, 0))
 
 
-def sorted_unique(values: np.ndarray, return_counts: bool = False):
+def sorted_unique(values: np.ndarray, return_counts: bool = False
+                  ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``np.unique`` by sorting: numpy's hash-based unique is much slower on large int arrays."""
     values = np.sort(values)
     if len(values) == 0:

@@ -10,10 +10,14 @@ Codes: A=0, C=1, G=2, T=3, N=4. The model's input adds a padding symbol (5).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dnaembed.arrays import gather_rows
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 BASES = "ACGT"
 ALPHABET = "ACGTN"
@@ -64,7 +68,7 @@ def offsets(lengths: np.ndarray) -> np.ndarray:
     return starts
 
 
-def segment_ids(lengths: np.ndarray, dtype=np.int64) -> np.ndarray:
+def segment_ids(lengths: np.ndarray, dtype: npt.DTypeLike = np.int64) -> np.ndarray:
     """For each element of a flat array, the index of the sequence it belongs to."""
     return np.repeat(np.arange(len(lengths), dtype=dtype), lengths)
 

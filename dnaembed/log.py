@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
 from tqdm import tqdm
 
@@ -184,7 +184,7 @@ class Progress:
     """A progress bar that also counts when none is drawn (for the periodic lines)."""
 
     def __init__(self, *, desc: str = "", total: int | None = None, unit: str = "it",
-                 initial: int = 0, **kwargs) -> None:
+                 initial: int = 0, **kwargs: Any) -> None:
         self.desc, self.total, self.unit, self.n = desc, total, unit, initial
         self.started = time.monotonic()
         self.closed = False
@@ -195,15 +195,18 @@ class Progress:
         _state["bars"].append(self)
 
     def update(self, n: int = 1) -> None:
+        """Counts ``n`` more done."""
         self.n += n
         if self._bar is not None:
             self._bar.update(n)
 
-    def set_postfix(self, **kwargs) -> None:
+    def set_postfix(self, **kwargs: Any) -> None:
+        """Shows ``kwargs`` after the bar (where one is drawn; tqdm's ``set_postfix``)."""
         if self._bar is not None:
             self._bar.set_postfix(**kwargs)
 
     def close(self) -> None:
+        """Ends the bar: no longer drawn, nor in the periodic lines."""
         if not self.closed:
             self.closed = True
             if self in _state["bars"]:
@@ -218,7 +221,7 @@ class Progress:
         self.close()
 
 
-def progress(iterable: Iterable[T], **kwargs) -> Iterator[T]:
+def progress(iterable: Iterable[T], **kwargs: Any) -> Iterator[T]:
     """Iterate with a progress bar on stderr (periodic lines when it is not a terminal)."""
     total = kwargs.pop("total", None)
     if total is None and hasattr(iterable, "__len__"):
@@ -229,7 +232,7 @@ def progress(iterable: Iterable[T], **kwargs) -> Iterator[T]:
             bar.update(1)
 
 
-def progress_bar(**kwargs) -> Progress:
+def progress_bar(**kwargs: Any) -> Progress:
     """A manually-updated progress bar with the same rules as :func:`progress`."""
     return Progress(**kwargs)
 

@@ -18,6 +18,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,12 +31,16 @@ from dnaembed.errors import DnaembedError
 from dnaembed.io.readstore import ReadStore
 from dnaembed.log import logger
 
+if TYPE_CHECKING:
+    from dnaembed.execute import Runner
+    from dnaembed.model.encoder import Encoder
+
 STRANDS = ("both", "plus")
 
 
 def cluster_reads(
     reads: Sequence[str],
-    model=None,
+    model: Encoder | None = None,
     *,
     method: str = "graph",
     strand: str = "both",
@@ -147,8 +152,8 @@ def _expand(unique: UniqueReads, nonempty: np.ndarray, labels: np.ndarray,
 @contextlib.contextmanager
 def clustered_files(
     paths: Sequence[str | os.PathLike],
-    model,
-    runner,
+    model: Encoder,
+    runner: Runner,
     *,
     strand: str = "both",
     params: dict[str, object] | None = None,
@@ -274,8 +279,8 @@ def _read_units(paths, spill, spill_after: int | None, both: bool, keep_quals: b
 @contextlib.contextmanager
 def strands_from_files(
     paths: Sequence[str | os.PathLike],
-    model,
-    runner,
+    model: Encoder,
+    runner: Runner,
     *,
     strand: str = "both",
     params: dict[str, object] | None = None,

@@ -20,6 +20,8 @@ import signal
 import sys
 import threading
 import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -27,6 +29,9 @@ from dnaembed import __version__
 from dnaembed.errors import DnaembedError, UsageError
 from dnaembed.io.atomic import StdoutError
 from dnaembed.log import close_log, configure, note_in_log_file, refuse_foreign_log
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 #: Exit status when the reader of our stdout went away (128 + SIGPIPE), as shell tools do.
 EXIT_BROKEN_PIPE = 141
@@ -52,7 +57,7 @@ def _on_sigterm(signum, frame) -> None:
     raise Terminated()
 
 
-def common_options(func):
+def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """-q/-v/-t/--seed/--log on every command; sets up logging before the command runs."""
 
     @click.option(
@@ -155,13 +160,17 @@ class DeviceType(click.ParamType):
     name = "auto|cpu|cuda|cuda:N"
     choices = ("auto", "cpu", "cuda", "cuda:N")
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> str:
+        """``value`` as a device name; anything else fails as a usage error."""
         text = str(value)
         if text in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", text):
             return text
         self.fail(f"unknown device {text!r} (choose from {', '.join(self.choices)})", param, ctx)
 
-    def shell_complete(self, ctx, param, incomplete):
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str
+                       ) -> list[CompletionItem]:
+        """The device names that start with ``incomplete``."""
         from click.shell_completion import CompletionItem
 
         return [CompletionItem(c) for c in ("auto", "cpu", "cuda") if c.startswith(incomplete)]
@@ -183,12 +192,16 @@ class ModelType(click.ParamType):
 
     name = "NAME|FILE"
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> str:
+        """``value`` as it was given, a name or a path (checked when the model loads)."""
         # A bundled model's name stays a name: load_model resolves it, and the tables'
         # provenance line records it.
         return str(value)
 
-    def shell_complete(self, ctx, param, incomplete):
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str
+                       ) -> list[CompletionItem]:
+        """The bundled models' names that start with ``incomplete``, then files."""
         from click.shell_completion import CompletionItem
 
         names = [CompletionItem(n) for n in bundled_model_names() if n.startswith(incomplete)]
@@ -217,7 +230,7 @@ strand_option = click.option(
 )
 
 
-def json_option(what: str):
+def json_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--json [FILE]``: a machine-readable summary (no value or ``-``: standard output)."""
     return click.option(
         "--json", "json_path", is_flag=False, flag_value="-", default=None,
@@ -233,7 +246,7 @@ plot_option = click.option(
 )
 
 
-def inference_options(func):
+def inference_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """--device, --batch-size, --precision: how the encoder runs."""
     func = click.option(
         "--precision",
@@ -258,6 +271,7 @@ class Group(click.Group):
     """The ``dnaembed`` group: every command's help ends with its examples."""
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Adds ``cmd``, its help ending with its examples (:func:`.examples.epilog`)."""
         from dnaembed.cli.examples import epilog
 
         if cmd.epilog is None:
@@ -432,7 +446,9 @@ class FiniteRange(click.FloatRange):
     infinity past an open one (``simulate --mean-coverage inf`` ended in an internal error,
     ``--homopolymer-bias inf`` in reads without substitutions)."""
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> float:
+        """``value`` as a float in the range; nan and infinity fail as usage errors."""
         number = super().convert(value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)

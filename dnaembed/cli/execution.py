@@ -10,8 +10,14 @@ the budget of every process (this one and each worker).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from dnaembed.execute.dask import DaskExecutor
+    from dnaembed.execute.inline import InlineExecutor
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -31,7 +37,9 @@ class ByteSize(click.ParamType):
 
     name = "SIZE"
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> int:
+        """Bytes in ``value`` (:func:`parse_size`); not a size, or not positive, fails."""
         if isinstance(value, int):
             return value
         try:
@@ -43,7 +51,8 @@ class ByteSize(click.ParamType):
         return size
 
 
-def scheduler_address(ctx, param, value: str | None) -> str | None:
+def scheduler_address(ctx: click.Context, param: click.Parameter, value: str | None
+                      ) -> str | None:
     """--scheduler, checked as Dask parses it: a wrong address was an internal error."""
     if value is None:
         return None
@@ -64,7 +73,7 @@ def scheduler_address(ctx, param, value: str | None) -> str | None:
     return value
 
 
-def execution_options(func):
+def execution_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """--workers, --scheduler, --memory, --tmpdir."""
     func = click.option(
         "--tmpdir", type=click.Path(exists=True, file_okay=False),
@@ -90,7 +99,8 @@ def execution_options(func):
 
 
 def open_executor(workers: int | None, scheduler: str | None, threads: int,
-                  memory: int | None, params: dict | None = None):
+                  memory: int | None, params: dict | None = None
+                  ) -> InlineExecutor | DaskExecutor:
     """The executor these options ask for (a context manager); ``params``: the work's
     (partition size and the like), that a budget too small for a LocalCluster's tasks is
     refused before the cluster starts."""

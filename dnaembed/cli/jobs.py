@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dnaembed.cluster.partition import PARTITION_SIZE
 from dnaembed.io.atomic import OutputSet
 from dnaembed.log import Timings, logger
+
+if TYPE_CHECKING:
+    from dnaembed.cluster.result import ClusterResult
 
 #: Per method, the options that its estimator takes (the others are left out).
 METHOD_PARAMS = {"graph": ("max_dist",), "kmeans": ("n_clusters", "refine"),
@@ -29,7 +33,7 @@ def estimator_params(method: str, options: Mapping[str, object], *, seed: int,
     return {**params, "threads": threads, "seed": seed}
 
 
-def header_params(model_path: str | None, result, params: Mapping[str, object],
+def header_params(model_path: str | None, result: ClusterResult, params: Mapping[str, object],
                   **extra: object) -> dict[str, object]:
     """The parameters recorded in a table's provenance line (the cut as it was used)."""
     threshold = result.threshold

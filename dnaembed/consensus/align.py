@@ -38,6 +38,7 @@ class Estimates:
 
     @classmethod
     def of(cls, strings: list[str]) -> Estimates:
+        """The estimates ``strings`` (one per active cluster), coded, with their offsets."""
         codes, lengths = encode_flat(strings)
         starts = offsets(lengths)
         return cls(

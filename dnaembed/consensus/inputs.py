@@ -98,7 +98,9 @@ def _kept_members(
     return member_reads[order], members_cluster[order], kept
 
 
-def cluster_index(ids: list[str] | None, n: int, labels) -> tuple[np.ndarray, list[str]]:
+def cluster_index(ids: list[str] | None, n: int,
+                  labels: Mapping[str, Hashable] | Sequence[Hashable] | np.ndarray
+                  ) -> tuple[np.ndarray, list[str]]:
     """Cluster number per read (-1: none) and the cluster names, in first-read order."""
     if isinstance(labels, Mapping):
         if ids is None:
@@ -122,7 +124,9 @@ def cluster_index(ids: list[str] | None, n: int, labels) -> tuple[np.ndarray, li
     return cluster_of, names
 
 
-def orientation_flags(ids, n: int, orientation, cluster_of: np.ndarray) -> np.ndarray | None:
+def orientation_flags(ids: list[str] | None, n: int,
+                      orientation: str | Mapping[str, object] | Sequence[object] | np.ndarray
+                      | None, cluster_of: np.ndarray) -> np.ndarray | None:
     """Per read True = reverse-complement it; None = infer."""
     if orientation is None or (isinstance(orientation, str) and orientation == "infer"):
         return None

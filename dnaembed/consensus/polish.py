@@ -138,6 +138,7 @@ class ErrorCounts:
 
     @classmethod
     def empty(cls, n_clusters: int, qual_all: np.ndarray | None) -> ErrorCounts:
+        """Counts of ``n_clusters`` clusters, all zero."""
         return cls(
             runs=np.zeros((n_clusters, MAX_RUN, 5), dtype=np.int64),
             errors=np.zeros((n_clusters, 3), dtype=np.int64),

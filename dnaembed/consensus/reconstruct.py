@@ -21,6 +21,7 @@ from dnaembed.consensus.engine import reconstruct_chunk
 from dnaembed.consensus.inputs import group_reads
 from dnaembed.consensus.strands import ConsensusStrand
 from dnaembed.errors import DnaembedError
+from dnaembed.execute import Runner
 from dnaembed.execute.processes import map_in_processes
 from dnaembed.io.sequences import ReadSet
 
@@ -37,7 +38,7 @@ def consensus_strands(
     quals: Sequence[str] | None = None,
     seed: int = 0,
     threads: int = 1,
-    runner=None,
+    runner: Runner | None = None,
 ) -> list[ConsensusStrand]:
     """One consensus strand per cluster of ``reads`` (algorithm: :mod:`dnaembed.consensus.engine`).
 

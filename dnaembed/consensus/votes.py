@@ -11,6 +11,7 @@ reads covering it. All clusters of a chunk are counted together with numpy.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,6 +88,7 @@ class Votes:
 
     @property
     def estimates(self) -> Estimates:
+        """The estimates the reads were aligned to (the alignments')."""
         return self.alignments.estimates
 
     def reads_of(self, k: int) -> list[tuple[int, bool]]:
@@ -351,7 +353,8 @@ def _run_histograms(
     return run_hist
 
 
-def read_values(strings: list[str], reads: np.ndarray, at: np.ndarray, encode) -> np.ndarray:
+def read_values(strings: list[str], reads: np.ndarray, at: np.ndarray,
+                encode: Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """Value (base code or quality) at position ``at`` of read ``reads``, one per entry."""
     if len(reads) == 0:
         return np.zeros(0, dtype=np.int64)
@@ -372,6 +375,7 @@ class StrandScores:
 
     @classmethod
     def zeros(cls, n_clusters: int) -> StrandScores:
+        """Scores of ``n_clusters`` clusters, all zero."""
         return cls(np.zeros(n_clusters), np.zeros(n_clusters), np.zeros(n_clusters))
 
     def record(self, active: np.ndarray, votes: Votes, sizes: np.ndarray) -> None:

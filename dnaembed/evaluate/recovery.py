@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rapidfuzz import process
@@ -29,6 +30,9 @@ from rapidfuzz.distance import Levenshtein as RFLevenshtein
 
 from dnaembed.arrays import sorted_unique
 from dnaembed.encoding import kmer_codes, offsets, reverse_complement, segment_ids
+
+if TYPE_CHECKING:
+    from dnaembed.io.sequences import ReadSet
 
 #: A reference whose nearest strand is further than this fraction of its length is "not found".
 FOUND_FRACTION = 0.25
@@ -151,7 +155,7 @@ def _candidate_pairs(
     return np.stack([ref_i[chosen], tgt_i[chosen]], axis=1)
 
 
-def read_references(path: str | os.PathLike):
+def read_references(path: str | os.PathLike) -> ReadSet:
     """The reference strands of ``path`` (a :class:`~dnaembed.io.sequences.ReadSet`); none is
     an error: every score against them was nan."""
     from dnaembed.errors import InputError
@@ -169,7 +173,7 @@ def recovery_scores(
     *,
     subset: np.ndarray | Sequence[int] | None = None,
     match: RecoveryMatch | None = None,
-    **kwargs,
+    **kwargs: Any,
 ) -> dict:
     """Strand-recovery figures (module docstring); ``subset``: score only these references.
 

@@ -205,16 +205,20 @@ class PackedBases(StringStore):
 
     @property
     def spilled(self) -> bool:
+        """Whether the codes went to the spill file."""
         return self._codes.spilled
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the sequences as stored (codes, and the reads kept whole)."""
         return self._codes.nbytes + self._other.nbytes
 
     def __len__(self) -> int:
         return len(self.lengths) if self.lengths is not None else self._count
 
     def append(self, strings: Sequence[str]) -> None:
+        """Adds ``strings`` after the others (those with a base other than A, C, G, T
+        whole, aside)."""
         codes = padded_codes(strings)
         if b"\x04" in codes:  # an N somewhere: those reads are kept whole
             other = [i for i, s in enumerate(strings) if not _is_acgt(s)]
@@ -227,6 +231,8 @@ class PackedBases(StringStore):
         self._count += len(strings)
 
     def finish(self) -> PackedBases:
+        """Ends the appending: the lengths and offsets are known from here on. Returns
+        the store."""
         self._codes.finish()
         self._other.finish()
         self.lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int32)
@@ -301,6 +307,7 @@ class PackedBases(StringStore):
         return unpack_one(codes, self.lengths.item(row))
 
     def close(self) -> None:
+        """Frees the sequences (and closes any spill files)."""
         self._codes.close()
         self._other.close()
 

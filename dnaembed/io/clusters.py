@@ -25,7 +25,9 @@ class ClusterLabels(Protocol):
     orientation: np.ndarray
     representatives: np.ndarray
 
-    def sizes(self) -> np.ndarray: ...
+    def sizes(self) -> np.ndarray:
+        """Reads per cluster."""
+        ...
 
 
 def write_clusters(

@@ -51,7 +51,9 @@ class Clustering(Protocol):
     orientation: np.ndarray
     representatives: np.ndarray
 
-    def sizes(self) -> np.ndarray: ...
+    def sizes(self) -> np.ndarray:
+        """Reads per cluster."""
+        ...
 
 
 # --- writing -----------------------------------------------------------------------------

@@ -44,6 +44,7 @@ class ReadStore:
 
     @property
     def lengths(self) -> np.ndarray:
+        """Each read's length."""
         return self.seqs.lengths
 
     def where(self, read: int) -> tuple[str, int]:
@@ -76,6 +77,7 @@ class ReadStore:
         return spilled
 
     def close(self) -> None:
+        """Frees the ids, sequences and qualities (and closes any spill files)."""
         for store in (self.ids, self.seqs, self.quals):
             if store is not None:
                 store.close()

@@ -19,11 +19,15 @@ import contextlib
 import mmap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dnaembed.arrays import gather_padded, gather_rows
 from dnaembed.errors import DnaembedError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 #: Bytes read from a mapping between two releases of its pages (bounds what stays resident).
 RELEASE_BYTES = 8 << 20
@@ -79,8 +83,8 @@ class SpillArray:
     the last :meth:`append`.
     """
 
-    def __init__(self, row_shape: tuple[int, ...], dtype, *, spill_to: Path | None = None,
-                 spill_after: int | None = None) -> None:
+    def __init__(self, row_shape: tuple[int, ...], dtype: npt.DTypeLike, *,
+                 spill_to: Path | None = None, spill_after: int | None = None) -> None:
         self.row_shape = tuple(row_shape)
         self.dtype = np.dtype(dtype)
         self._target = spill_to
@@ -106,13 +110,16 @@ class SpillArray:
 
     @property
     def spilled(self) -> bool:
+        """Whether the rows went to the spill file."""
         return self.path is not None
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the rows appended."""
         return self.rows * int(np.prod(self.row_shape, dtype=np.int64)) * self.dtype.itemsize
 
     def append(self, block: np.ndarray) -> None:
+        """Adds the rows of ``block`` after the others (in memory, or to the file)."""
         block = np.ascontiguousarray(block, dtype=self.dtype)
         if block.shape[1:] != self.row_shape:
             raise DnaembedError(f"rows of shape {self.row_shape} expected, got {block.shape[1:]}")
@@ -282,6 +289,8 @@ class SpillArray:
                 mapped.close()
 
     def close(self) -> None:
+        """Frees the rows held in memory and closes the spill file's handle and mapping (the
+        file is left where it is)."""
         self._data = None
         self._buffer = bytearray()  # in memory: the rows go now, not with the object
         if self._handle is not None:

@@ -63,6 +63,7 @@ class SpillDir:
         return self.path / f"{self._count:03d}-{stem}"
 
     def close(self) -> None:
+        """Removes the directory and what is in it, and lets go of its lock."""
         shutil.rmtree(self.path, ignore_errors=True)
         _OWN.discard(Path(os.path.abspath(self.path)))
         if self._lock is not None:

@@ -36,6 +36,7 @@ class StringStore:
         raise NotImplementedError
 
     def packed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The given rows' bytes, back to back, and their lengths (each store's own)."""
         raise NotImplementedError
 
     def block(self, rows: np.ndarray) -> ReadBlock:
@@ -75,16 +76,19 @@ class PackedStrings(StringStore):
 
     @property
     def spilled(self) -> bool:
+        """Whether the bytes went to the spill file."""
         return self._bytes.spilled
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the strings as stored."""
         return self._bytes.nbytes
 
     def __len__(self) -> int:
         return len(self.lengths) if self.lengths is not None else sum(map(len, self._lengths))
 
     def append(self, strings: Sequence[str]) -> None:
+        """Adds ``strings`` after the others."""
         joined = "".join(strings)
         data = joined.encode(self.encoding)
         if len(data) == len(joined):  # one byte per character: the sizes are the lengths
@@ -96,6 +100,8 @@ class PackedStrings(StringStore):
         self._lengths.append(np.fromiter(sizes, dtype=np.int32, count=len(strings)))
 
     def finish(self) -> PackedStrings:
+        """Ends the appending: the lengths and offsets are known from here on. Returns
+        the store."""
         self._bytes.finish()
         self.lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int32)
         self._lengths = []
@@ -134,6 +140,7 @@ class PackedStrings(StringStore):
             self.encoding)
 
     def close(self) -> None:
+        """Frees the strings (and closes any spill file)."""
         self._bytes.close()
 
 

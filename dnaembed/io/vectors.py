@@ -66,6 +66,7 @@ class NpyAppender:
         handle.write(_header(self.dtype, 0, dim))
 
     def append(self, block: np.ndarray) -> None:
+        """Writes the rows of ``block`` (``(n, dim)``) after the others."""
         if block.ndim != 2 or block.shape[1] != self.dim:
             raise DnaembedError(f"expected rows of width {self.dim}, got shape {block.shape}")
         self.handle.write(np.ascontiguousarray(block, dtype=self.dtype).tobytes())

@@ -71,10 +71,12 @@ class EncoderConfig:
             raise DnaembedError(f"kernel size must be odd, got {self.kernel_size}")
 
     def to_dict(self) -> dict:
+        """The settings as a plain dict (as a checkpoint stores them)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> EncoderConfig:
+        """The config of :meth:`to_dict`'s ``data``; an unknown setting is an error."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - known
         if unknown:
@@ -134,6 +136,7 @@ class PairPool(nn.Module):
         self.mode = mode
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` pooled over pairs of positions (its last dimension halved, rounded down)."""
         if self.mode == "max" and torch.is_grad_enabled() and x.requires_grad:
             return _PairMax.apply(x)
         even = x.shape[-1] - x.shape[-1] % 2
@@ -156,6 +159,7 @@ class Encoder(nn.Module):
             self.features_3p, self.head_3p = _branch(config, branch_dim)
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
+        """The embeddings ``(batch, D)`` of ``(batch, window)`` codes."""
         if codes.dim() != 2 or codes.shape[1] != self.config.window:
             raise DnaembedError(
                 f"encoder expects (batch, {self.config.window}) codes, got {tuple(codes.shape)}"
@@ -252,4 +256,5 @@ def squared_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def count_parameters(model: nn.Module) -> int:
+    """The number of weights in ``model``."""
     return int(sum(np.prod(p.shape) for p in model.parameters()))

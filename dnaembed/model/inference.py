@@ -13,6 +13,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -80,7 +81,7 @@ def default_batch_size(device: torch.device) -> int:
     return 4096 if device.type == "cuda" else 256
 
 
-def autocast(device: torch.device, precision: str):
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[Any]:
     """Context in which the encoder runs at ``precision`` (training uses it too)."""
     precision = resolve_precision(precision, device)
     if precision == "float32":
@@ -167,7 +168,7 @@ class EmbedSummary:
 
 def embed_file(
     reads_path: str | os.PathLike,
-    model,
+    model: Encoder,
     output: str | os.PathLike,
     *,
     dtype: str = "float32",

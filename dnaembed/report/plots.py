@@ -20,8 +20,14 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dnaembed.errors import DnaembedError, InputError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from dnaembed.io.atomic import OutputSet
 
 DPI = 110
 #: Counts from which the cluster-size axis is logarithmic.
@@ -47,7 +53,7 @@ def _figure(columns: int = 1):
     return fig, axes
 
 
-def distance_histogram_figure(threshold: Mapping[str, object]):
+def distance_histogram_figure(threshold: Mapping[str, object]) -> Figure:
     """The sampled distances, the cut (``max_dist``) and both peaks marked."""
     fig, (ax,) = _figure()
     counts = list(threshold.get("histogram") or [])
@@ -66,7 +72,7 @@ def distance_histogram_figure(threshold: Mapping[str, object]):
     return fig
 
 
-def cluster_sizes_figure(sizes: Mapping[str, list[int]]):
+def cluster_sizes_figure(sizes: Mapping[str, list[int]]) -> Figure:
     """How many clusters have each size."""
     fig, (ax,) = _figure()
     ax.bar(sizes["size"], sizes["clusters"], width=0.9, color="#7a9cc6")
@@ -82,7 +88,7 @@ def cluster_sizes_figure(sizes: Mapping[str, list[int]]):
     return fig
 
 
-def consensus_support_figure(consensus: Mapping[str, object]):
+def consensus_support_figure(consensus: Mapping[str, object]) -> Figure:
     """Reads that voted per strand (left) and the strands' confidence (right)."""
     fig, (left, right) = _figure(columns=2)
     support, confidence = consensus["support"], consensus["confidence"]
@@ -122,7 +128,7 @@ def read_metrics(run_dir: str | os.PathLike) -> list[dict]:
     return rows
 
 
-def training_figure(rows: list[dict]):
+def training_figure(rows: list[dict]) -> Figure:
     """Training loss (left) and validation error (right) against the step."""
     fig, (left, right) = _figure(columns=2)
     steps = [r["step"] for r in rows]
@@ -178,8 +184,8 @@ def figures_of(source: str | os.PathLike) -> dict[str, object]:
     return figures
 
 
-def save_figures(figures: Mapping[str, object], directory: str | os.PathLike, outputs=None
-                 ) -> list[Path]:
+def save_figures(figures: Mapping[str, object], directory: str | os.PathLike,
+                 outputs: OutputSet | None = None) -> list[Path]:
     """Write each figure as a PNG into ``directory`` (through ``outputs``, an OutputSet)."""
     written = []
     for name, fig in figures.items():

@@ -27,16 +27,22 @@ import math
 import platform
 import sys
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dnaembed import __version__
 
+if TYPE_CHECKING:
+    from dnaembed.cluster.result import ClusterResult
+    from dnaembed.cluster.threshold import Threshold
+    from dnaembed.model.checkpoint import Checkpoint
+
 #: Bins of the confidence histogram (fraction of positions no single read could overturn).
 CONFIDENCE_BINS = 20
 
 
-def plain(value):
+def plain(value: object) -> Any:
     """JSON-able copy: numpy scalars and arrays to Python, NaN and infinities to None."""
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
@@ -62,7 +68,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-def model_summary(checkpoint) -> dict[str, object]:
+def model_summary(checkpoint: Checkpoint) -> dict[str, object]:
     """Which model ran: its file and the digest of its weights."""
     from dnaembed.model.checkpoint import weights_digest
 
@@ -70,7 +76,8 @@ def model_summary(checkpoint) -> dict[str, object]:
             "sha256": weights_digest(checkpoint.model.state_dict())}
 
 
-def threshold_summary(threshold, histogram: Sequence[int] | None) -> dict[str, object] | None:
+def threshold_summary(threshold: Threshold | None, histogram: Sequence[int] | None
+                      ) -> dict[str, object] | None:
     """The cut, its source, the peaks and the sampled distances' histogram."""
     if threshold is None:
         return None
@@ -89,7 +96,7 @@ def size_histogram(sizes: Sequence[int] | np.ndarray) -> dict[str, list[int]]:
     return {"size": values.tolist(), "clusters": counts.tolist()}
 
 
-def clustering_summary(result) -> dict[str, object]:
+def clustering_summary(result: ClusterResult) -> dict[str, object]:
     """Counts, threshold, sizes, timings and counters of a :class:`ClusterResult`."""
     sizes = result.sizes()
     stats = dict(result.stats)
@@ -127,9 +134,9 @@ def command_summary(
     *,
     seed: int,
     reads: int,
-    result=None,
+    result: ClusterResult | None = None,
     strands: Sequence | None = None,
-    checkpoint=None,
+    checkpoint: Checkpoint | None = None,
     timings: Mapping[str, float] | None = None,
     scores: Mapping[str, object] | None = None,
     outputs: Sequence[str] = (),

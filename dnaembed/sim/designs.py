@@ -21,6 +21,7 @@ clusterer must keep them apart. :class:`RelatedDesigns` holds the options;
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -69,6 +70,8 @@ class RelatedDesigns:
 
     @property
     def active(self) -> bool:
+        """Whether the designs are related at all (shifted windows, a shared stretch or
+        partners)."""
         return bool(self.window_shift or self.shared_length or self.partner_fraction)
 
     def describe(self) -> str:
@@ -108,7 +111,7 @@ class RelatedDesigns:
 
 
 def window_designs(n: int, length: int, shift: int, rng: np.random.Generator,
-                   **constraints) -> list[str]:
+                   **constraints: Any) -> list[str]:
     """``n`` designs of ``length`` nt, overlapping windows ``shift`` nt apart of one sequence.
 
     ``constraints`` (``max_homopolymer``, ``gc_*``) apply to the whole sequence

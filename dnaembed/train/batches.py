@@ -39,6 +39,7 @@ class StepBatch:
 
     @property
     def pairs(self) -> int:
+        """The number of labelled pairs."""
         return len(self.left)
 
 
@@ -72,6 +73,7 @@ class BatchStream:
         self.seconds = 0.0
 
     def next(self) -> StepBatch:
+        """The next batch, its pairs and drawing time counted."""
         batch = self._next()
         self.pairs += batch.pairs
         self.seconds += batch.seconds

@@ -98,6 +98,7 @@ class TrainConfig:
     distributed: CommSettings = field(default_factory=CommSettings)
 
     def to_dict(self) -> dict:
+        """The config as nested plain dicts (as a checkpoint stores it)."""
         return dataclasses.asdict(self)
 
     @classmethod
@@ -132,7 +133,7 @@ class Layers:
     origins: dict[str, str]
     source: str
 
-    def set(self, key: str, value, origin: str) -> None:
+    def set(self, key: str, value: object, origin: str) -> None:
         """Set ``section.key`` (dotted) to ``value``, recording ``origin``."""
         parts = key.split(".")
         target = self.data
@@ -160,9 +161,11 @@ class Layers:
                 self.set(path, copy.deepcopy(value), origin)
 
     def copy(self) -> Layers:
+        """A copy whose tables can be changed without changing these."""
         return Layers(copy.deepcopy(self.data), dict(self.origins), self.source)
 
     def build(self) -> TrainConfig:
+        """The config of these tables, each value checked (errors name its origin)."""
         return TrainConfig.from_dict(self.data, self.origins, self.source)
 
 

@@ -18,6 +18,7 @@ everywhere (a clamp would zero the gradient and strand such pairs).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -51,7 +52,7 @@ def mse(o: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return (o - t.to(o.dtype)) ** 2
 
 
-def get_loss(name: str):
+def get_loss(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The per-pair loss function called ``name``."""
     table = {"chi2": chi2_nll, "poisson": poisson_nll, "mse": mse}
     try:

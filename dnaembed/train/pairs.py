@@ -107,13 +107,16 @@ class TrainBatch:
 
     @property
     def pairs(self) -> int:
+        """The number of labelled pairs."""
         return len(self.left)
 
     def padded(self, window: int) -> np.ndarray:
+        """The sequences as a ``(n, window)`` code matrix for the encoder."""
         return encode_padded(self.seqs, window)
 
     @classmethod
     def from_pairs(cls, batch: PairBatch) -> TrainBatch:
+        """``batch``'s pairs in the training format: every side a sequence of its own."""
         n = len(batch)
         idx = np.arange(n, dtype=np.int64)
         return cls(batch.a + batch.b, idx, idx + n, batch.distance)
@@ -207,6 +210,7 @@ class PairSampler(_ChannelDraws):
         return TrainBatch.from_pairs(self.sample(max(1, n_seqs // 2)))
 
     def sample(self, n: int) -> PairBatch:
+        """``n`` independent pairs, each of a kind drawn from the mixture."""
         cfg, rng = self.config, self.rng
         if n == 0:
             return PairBatch([], [], np.zeros(0, np.float32), np.zeros(0, np.int8))
@@ -258,6 +262,8 @@ class GroupSampler(_ChannelDraws):
     """
 
     def sample_train(self, n_seqs: int) -> TrainBatch:
+        """About ``n_seqs`` sequences in groups of ``group_size`` (at least two groups),
+        with their pairs."""
         cfg, rng = self.config, self.rng
         m = cfg.group_size
         groups = max(2, n_seqs // m)

@@ -14,8 +14,11 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from typing import Any, TypeVar
 
 from dnaembed.errors import DnaembedError, UsageError
+
+T = TypeVar("T")
 
 _NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
           dict: "a table"}
@@ -56,7 +59,7 @@ def _conform(value, hint) -> tuple[bool, object]:
     return True, value  # a field type this module does not know: its dataclass checks it
 
 
-def describe(hint) -> str:
+def describe(hint: object) -> str:
     """What a value of ``hint`` looks like, in words ("a list of integers")."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
@@ -75,7 +78,7 @@ def field_types(klass: type) -> dict[str, object]:
     return {f.name: hints[f.name] for f in dataclasses.fields(klass)}
 
 
-def checked(value, hint, key: str, where: str):
+def checked(value: object, hint: object, key: str, where: str) -> Any:
     """``value`` as its field holds it, or a :class:`UsageError` naming ``where`` and ``key``."""
     ok, out = _conform(value, hint)
     if not ok:
@@ -83,7 +86,8 @@ def checked(value, hint, key: str, where: str):
     return out
 
 
-def build(klass: type, table: dict, section: str, origins: dict[str, str], default: str):
+def build(klass: type[T], table: dict, section: str, origins: dict[str, str], default: str
+          ) -> T:
     """``klass(**table)`` once every value has the type its field declares.
 
     ``origins`` maps ``section.key`` to where that value came from (file, override);

@@ -66,6 +66,7 @@ class Stage:
 
     @property
     def steps(self) -> int:
+        """Training steps of the stage (its config's)."""
         return self.config.train.steps
 
 
@@ -80,6 +81,7 @@ class Recipe:
 
     @property
     def name(self) -> str:
+        """The run's name: its last stage's config's."""
         return self.stages[-1].config.name
 
     def stage_dir(self, out_dir: Path, index: int) -> Path:

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -175,7 +177,8 @@ class CountingHook:
     it leaves uncompressed) during warm-up-free steps.
     """
 
-    def __init__(self, name: str, inner, state, stats: CommStats) -> None:
+    def __init__(self, name: str, inner: Callable[..., Any], state: Any, stats: CommStats
+                 ) -> None:
         self.name = name
         self.inner = inner
         self.state = state

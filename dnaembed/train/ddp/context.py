@@ -13,12 +13,15 @@ import contextlib
 import gc
 import os
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
 
 from dnaembed.errors import DnaembedError
 from dnaembed.log import available_cores
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -33,10 +36,12 @@ class DistContext:
 
     @property
     def is_main(self) -> bool:
+        """Whether this is rank 0, the main process."""
         return self.rank == 0
 
     @property
     def distributed(self) -> bool:
+        """Whether there is more than one process."""
         return self.world_size > 1
 
 
@@ -111,7 +116,7 @@ def teardown(ctx: DistContext, *, finished: bool = True) -> None:
     dist.destroy_process_group()
 
 
-def broadcast_object(ctx: DistContext, obj):
+def broadcast_object(ctx: DistContext, obj: T) -> T:
     """Rank 0's ``obj`` on every rank (identity when single-process)."""
     if not ctx.distributed:
         return obj
