@@ -32,10 +32,10 @@ queries; this thread reads the targets and merges the blocks' results in order, 
 result is the one-thread search's. The rescue's targets come as blocks of the read
 store (``coded_block``), decoded to base codes by the threads: as strings, made here,
 they were most of this thread's share (the rescue of a run of 10^6 reads, replayed
-three times on two threads: 5.4-5.5 s against 5.9-6.1, the same candidates). A search
-as at 3 x 10^6 reads (300,000 clusters of three reads, 22,000 queries, 12-mers;
-``scripts/check_kmer_cut.py --threads 1 2``) took 8.6 s on two threads against 12.7 s on
-one. (:mod:`.kmer_tasks` sends the search to
+three times on two threads, with each read's k-mers found from the lengths too: 5.4-5.6 s
+against 5.9-6.4, the same labels). A search as at 3 x 10^6 reads (300,000 clusters of
+three reads, 22,000 queries, 12-mers; ``scripts/check_kmer_cut.py --threads 1 2``) took
+8.6 s on two threads against 12.7 s on one. (:mod:`.kmer_tasks` sends the search to
 other processes.)
 """
 
@@ -187,8 +187,8 @@ class KmerIndex:
             start = end
 
     def _read_blocks(self, skip: int = 0):
-        """(first target, end, strings) per block of targets, from the ``skip``-th on: read
-        by the calling thread alone (a spilled store is read by one thread)."""
+        """Each block of targets (:class:`_TargetBlock`), from the ``skip``-th on: read by
+        the calling thread alone (a spilled store is read by one thread)."""
         for start, end in itertools.islice(self.ranges(), skip, None):
             yield _TargetBlock(start, end, _block_of(self.targets, np.arange(start, end)))
 
