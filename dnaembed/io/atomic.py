@@ -327,7 +327,7 @@ class OutputSet:
         except OSError as e:
             raise DnaembedError(
                 f"{directory}: cannot create directory: {e.strerror or e}") from None
-        self._created.extend(missing)  # deepest first: removed in this order
+        self._created.extend(missing)  # removed deepest first (see _discard)
 
     def _stage(self, key: str, dest: Path) -> Path:
         if is_stream(dest):
@@ -368,7 +368,10 @@ class OutputSet:
 
     def _discard(self) -> None:
         self._cleanup()
-        for directory in self._created:
+        # Deepest first: in the order of creation, OUT (from -o) came before OUT/NAME (a
+        # source's plots), was not empty yet when its turn came, and stayed.
+        for directory in sorted(self._created, key=lambda d: len(d.absolute().parts),
+                                reverse=True):
             with contextlib.suppress(OSError):
                 directory.rmdir()  # only if empty: never what someone else put there
         self._created = []
