@@ -149,3 +149,82 @@ def test_missing_matplotlib_is_one_clear_line_before_the_work(done, tmp_path):
     err = assert_clean_error(proc, "matplotlib", "pip install 'dnaembed[plot]'")
     assert len(err.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+STAGES = ("1-two-ends", "2-two-ends-48k", "3-complement")
+
+
+def _staged_run(done, where, stages=STAGES):
+    """A staged run's directory as `train -c configs/default.toml` leaves it: recipe.json,
+    model.pt and one directory per stage with its metrics.jsonl (a real run's rows, the
+    steps of each stage after the one before's), no metrics.jsonl of its own."""
+    where.mkdir()
+    rows = (done / "train" / "metrics.jsonl").read_text().splitlines()
+    for k, name in enumerate(stages):
+        (where / name).mkdir()
+        shifted = [json.dumps({**json.loads(r), "step": json.loads(r)["step"] + 12 * k})
+                   for r in rows]
+        (where / name / "metrics.jsonl").write_text("\n".join(shifted) + "\n")
+        (where / name / "stage.json").write_text("{}\n")
+    plan = [{"name": n.split("-", 1)[1]} for n in stages]
+    (where / "recipe.json").write_text(json.dumps({"stages": plan}) + "\n")
+    (where / "model.pt").write_bytes(b"not read")
+    return where
+
+
+def test_report_of_a_staged_run_draws_each_stage_into_a_directory_of_its_name(done, tmp_path):
+    # A staged run has no metrics.jsonl at its top: report failed on it ("no such file").
+    run = _staged_run(done, tmp_path / "default")
+    out = tmp_path / "plots"
+    proc = run_cli("report", str(run), "-o", str(out), check=True)
+    assert sorted(p.name for p in out.iterdir()) == list(STAGES)
+    err = proc.stderr.decode()
+    assert "a staged training run, 3 of 3 stages drawn: " + ", ".join(STAGES) in err
+    logged = [line.split("plot: ", 1)[1] for line in err.splitlines() if "plot: " in line]
+    assert logged == [str(out / name / "training.png") for name in STAGES]
+    for name in STAGES:
+        assert [p.name for p in (out / name).iterdir()] == ["training.png"]
+        # The stage's own directory, a single run, draws the same bytes straight into -o.
+        single = tmp_path / f"single-{name}"
+        run_cli("report", str(run / name), "-o", str(single), "-q", check=True)
+        assert [p.name for p in single.iterdir()] == ["training.png"]
+        assert (out / name / "training.png").read_bytes() == (
+            single / "training.png").read_bytes()
+    # Beside a summary: the run's stages under the run's name.
+    run_cli("report", str(done / "out" / "summary.json"), str(run), "-o", str(tmp_path / "two"),
+            "-q", check=True)
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["default", "summary"]
+    assert sorted(p.name for p in (tmp_path / "two" / "default").iterdir()) == list(STAGES)
+    # In stage order, by number: 10-NAME after 9-NAME.
+    from dnaembed.report.plots import stage_directories
+
+    (tmp_path / "ten").mkdir()
+    for name in ("10-b", "9-a", "notes"):
+        (tmp_path / "ten" / name).mkdir()
+    assert [p.name for p in stage_directories(tmp_path / "ten")] == ["9-a", "10-b"]
+
+
+def test_a_staged_run_is_drawn_whole_or_not_at_all(done, tmp_path):
+    # A stage that has not validated yet (no metrics.jsonl) is skipped, and said so.
+    run = _staged_run(done, tmp_path / "partial", STAGES[:2])
+    (run / STAGES[2]).mkdir()
+    proc = run_cli("report", str(run), "-o", str(tmp_path / "p"), check=True)
+    assert sorted(p.name for p in (tmp_path / "p").iterdir()) == list(STAGES[:2])
+    assert f"{run / STAGES[2]}: no metrics.jsonl yet" in proc.stderr.decode()
+    # A broken stage: one line naming it, and no plots at all, of any stage or source (a
+    # summary's directory was removed, but not the -o directory that held it).
+    with open(run / STAGES[1] / "metrics.jsonl", "a") as fh:
+        fh.write("{not json\n")
+    for sources in ([run], [done / "out" / "summary.json", run]):
+        out = tmp_path / "broken"
+        err = assert_clean_error(run_cli("report", *map(str, sources), "-o", str(out)),
+                                 f"{STAGES[1]}/metrics.jsonl: line 4: not JSON")
+        *before, last = err.strip().splitlines()
+        assert last.startswith("dnaembed: error: ")
+        assert all("dnaembed: plot: " in line for line in before)  # the summary's
+        assert not out.exists()
+    # Stage directories, none with metrics: one line, the directory and its stages named.
+    (tmp_path / "new" / "1-two-ends").mkdir(parents=True)
+    assert_clean_error(run_cli("report", str(tmp_path / "new"), "-o", str(tmp_path / "x")),
+                       "no metrics.jsonl, nor in its stage directories (1-two-ends)")
+    assert not (tmp_path / "x").exists()

@@ -37,7 +37,7 @@ EXAMPLES: dict[str, list[str]] = {
     ],
     "report": [
         "dnaembed report summary.json -o plots/",
-        "dnaembed report runs/default/1-two-ends -o plots/",
+        "dnaembed report runs/default -o plots/",
     ],
     "demo": [
         "dnaembed demo",

@@ -15,15 +15,17 @@ from dnaembed.cli.base import cli, common_options
 @common_options
 def report(sources: tuple[str, ...], out_dir: str, seed: int, threads: int) -> None:
     """Draw the plots of SOURCES: summaries (--json of cluster, consensus or run) or
-    training run directories (their metrics.jsonl; of a config with stages, each stage's
-    directory, OUTPUT/1-NAME, ...).
+    training run directories (their metrics.jsonl).
 
     A summary gives distances.png (the sampled edit distances, the cut and both
     peaks), cluster-sizes.png and, from run or consensus, consensus-support.png;
-    a training run gives training.png (training loss, validation error). With
-    several SOURCES, each one's plots go into a subdirectory named after it (NAME-1,
-    NAME-2, ... in their order where names repeat, as r1/summary.json and
-    r2/summary.json do). Needs matplotlib (pip install 'dnaembed[plot]').
+    a training run gives training.png (training loss, validation error). A staged
+    run's directory (train -c with stages: OUT/1-NAME, OUT/2-NAME, ...) gives each
+    stage's training.png in a subdirectory of the stage's name, OUTPUT/1-NAME/, ...;
+    a stage's own directory, its plot alone. With several SOURCES, each one's plots
+    go into a subdirectory named after it (NAME-1, NAME-2, ... in their order where
+    names repeat, as r1/summary.json and r2/summary.json do). All plots are written,
+    or none. Needs matplotlib (pip install 'dnaembed[plot]').
     """
     from pathlib import Path
 

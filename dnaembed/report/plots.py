@@ -5,7 +5,8 @@
 * ``consensus-support.png`` (``run``, ``consensus``): reads that voted per
   strand, and the strands' confidence;
 * ``training.png``: training loss and validation error of a training run
-  directory (its ``metrics.jsonl``) against the step.
+  directory (its ``metrics.jsonl``) against the step; of a staged run (``train -c``
+  with ``[[stage]]`` tables), one per stage, ``1-NAME/training.png``, ...
 
 Figures are built from plain data (the JSON summary of
 :mod:`dnaembed.report.summary`, the rows of ``metrics.jsonl``) on
@@ -18,11 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dnaembed.errors import DnaembedError, InputError
+from dnaembed.log import logger
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
     from dnaembed.io.atomic import OutputSet
 
 DPI = 110
+#: A stage's directory in a staged run: ``<n>-<stage name>`` (``Recipe.stage_dir``).
+_STAGE_DIR = re.compile(r"\d+-[A-Za-z0-9][A-Za-z0-9._-]*")
 #: Counts from which the cluster-size axis is logarithmic.
 LOG_SCALE_FROM = 100
 
@@ -173,9 +178,54 @@ def read_summary(path: str | os.PathLike) -> dict:
     return data
 
 
+def stage_directories(run_dir: str | os.PathLike) -> list[Path]:
+    """The stage directories of a staged training run, in stage order; empty for any other
+    path.
+
+    A staged run (``train -c`` with ``[[stage]]`` tables) has no ``metrics.jsonl`` of its
+    own: each stage's is in ``RUN/1-NAME``, ``RUN/2-NAME``, ... A directory that holds a
+    ``metrics.jsonl`` is a single run, whatever else it holds. Ordered by the number, not
+    the name (``10-x`` runs after ``9-y``). Stages that have not validated yet are
+    included (they have no ``metrics.jsonl``; :func:`staged_run_figures` skips them)."""
+    path = Path(run_dir)
+    if not path.is_dir() or (path / "metrics.jsonl").exists():
+        return []
+    stages = [d for d in path.iterdir() if _STAGE_DIR.fullmatch(d.name) and d.is_dir()]
+    return sorted(stages, key=lambda d: (int(d.name.split("-", 1)[0]), d.name))
+
+
+def staged_run_figures(run_dir: str | os.PathLike,
+                       stages: list[Path] | None = None) -> dict[str, object]:
+    """``training.png`` of every stage of a staged run, by ``STAGE/training.png`` (the
+    stage's directory name), in stage order.
+
+    Every stage's metrics are read before anything is drawn, so a broken one fails the
+    whole run (its plots are all-or-nothing, as the command's outputs are). A stage with
+    no ``metrics.jsonl`` yet (interrupted before its first validation, or not started) is
+    skipped with a log line; a run none of whose stages has one is an error."""
+    path = Path(run_dir)
+    stages = stage_directories(path) if stages is None else stages
+    drawn = [s for s in stages if (s / "metrics.jsonl").is_file()]
+    if not drawn:
+        raise InputError(f"{path}: no metrics.jsonl, nor in its stage directories "
+                         f"({', '.join(s.name for s in stages)}): is it a training run "
+                         "directory? (a stage writes one at its first validation)")
+    rows = {stage.name: read_metrics(stage) for stage in drawn}
+    logger.info("%s: a staged training run, %d of %d stages drawn: %s", path, len(drawn),
+                len(stages), ", ".join(rows))
+    for stage in stages:
+        if stage not in drawn:
+            logger.info("%s: no metrics.jsonl yet (no validation), not drawn", stage)
+    return {f"{name}/training.png": training_figure(r) for name, r in rows.items()}
+
+
 def figures_of(source: str | os.PathLike) -> dict[str, object]:
-    """The figures of a summary JSON file or of a training run directory."""
+    """The figures of a summary JSON file or of a training run directory (by file name; a
+    staged run's by ``STAGE/training.png``, see :func:`staged_run_figures`)."""
     path = Path(source)
+    stages = stage_directories(path)
+    if stages:
+        return staged_run_figures(path, stages)
     if path.is_dir() or path.name.endswith(".jsonl"):
         return {"training.png": training_figure(read_metrics(path))}
     figures = summary_figures(read_summary(path))
@@ -186,10 +236,18 @@ def figures_of(source: str | os.PathLike) -> dict[str, object]:
 
 def save_figures(figures: Mapping[str, object], directory: str | os.PathLike,
                  outputs: OutputSet | None = None) -> list[Path]:
-    """Write each figure as a PNG into ``directory`` (through ``outputs``, an OutputSet)."""
+    """Write each figure as a PNG into ``directory`` (through ``outputs``, an OutputSet).
+
+    A name with a directory (a stage's ``1-NAME/training.png``) creates it, through
+    ``outputs`` (removed again if the command fails)."""
     written = []
     for name, fig in figures.items():
         dest = Path(directory) / name
+        if dest.parent != Path(directory):
+            if outputs is not None:
+                outputs.directory(dest.parent)
+            else:
+                dest.parent.mkdir(parents=True, exist_ok=True)
         # Keyed by the whole path: two sources each draw distances.png, in their own places.
         target = outputs.add(f"plot {dest}", dest) if outputs is not None else dest
         fig.savefig(target, format="png")
