@@ -67,10 +67,8 @@ def configure(verbosity: int = 0, quiet: bool = False, log_file: str | None = No
     tty = sys.stderr.isatty()
     logger.addHandler(_StampedHandler(sys.stderr, heartbeats=not tty))
     if log_file is not None:
-        from dnaembed.io.atomic import open_text
-
         try:
-            handler = _StampedHandler(open_text(log_file), heartbeats=True)
+            handler = _StampedHandler(_open_log(log_file), heartbeats=True)
         except OSError as e:
             from dnaembed.errors import DnaembedError
 
@@ -81,6 +79,27 @@ def configure(verbosity: int = 0, quiet: bool = False, log_file: str | None = No
     _state["started"] = _state["last_line"] = time.monotonic()
     if not quiet and (not tty or log_file is not None):
         _start_heartbeat()
+
+
+#: Set by ``train --nproc`` for its ranks, which write the launcher's ``--log`` file too:
+#: they append to it, as it does, rather than each start it anew.
+LOG_APPEND_ENV = "DNAEMBED_LOG_APPEND"
+#: Names that xopen compresses by (a log of these is written by one process only).
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
+
+
+def _open_log(log_file: str):
+    """The ``--log`` stream: written anew, by appends. Why appends: ``train --nproc``'s
+    ranks write the launcher's log too, and a writer at its own offset wrote over the
+    others' lines (NUL bytes where a rank had truncated the file under it). A compressed
+    log, a pipe or a device is opened as any output is."""
+    from dnaembed.io.atomic import is_stream, open_text
+
+    if is_stream(log_file) or log_file.endswith(COMPRESSED_SUFFIXES):
+        return open_text(log_file)
+    if os.environ.get(LOG_APPEND_ENV) != "1":
+        open(log_file, "w").close()
+    return open(log_file, "a", encoding="utf-8")
 
 
 #: How every line of a --log file this program wrote begins.
@@ -95,6 +114,8 @@ def refuse_foreign_log(log_file: str) -> None:
     from dnaembed.errors import UsageError
     from dnaembed.io.atomic import is_stream
 
+    if os.environ.get(LOG_APPEND_ENV) == "1":
+        return  # a rank of train --nproc: the launcher checked it, and has written to it
     if is_stream(log_file) or not os.path.isfile(log_file) or not os.path.getsize(log_file):
         return
     head = b""

@@ -162,8 +162,13 @@ def test_powersgd_with_several_buckets_is_refused(tmp_path):
 def test_resume_on_another_number_of_ranks(tmp_path):
     out = tmp_path / "run"
     # 2 ranks through the CLI's own launcher, then 1 rank, then 2 ranks again (torchrun).
-    run_cli("train", "-o", str(out), *TINY, "--steps", "10", "--nproc", "2", check=True,
-            timeout=300)
+    # The launcher's --log has its line, then rank 0's (the ranks append to it).
+    log = tmp_path / "train.log"
+    run_cli("train", "-o", str(out), *TINY, "--steps", "10", "--nproc", "2", "--log",
+            str(log), check=True, timeout=300)
+    lines = log.read_text().splitlines()
+    assert "launching 2 local ranks" in lines[0] and "done: 10 steps" in lines[-1], lines
+    assert "\0" not in log.read_text()
     ckpt_training = _checkpoint_training(out / "last.pt")
     assert ckpt_training["world_size"] == 2 and ckpt_training["step"] == 10
     proc = run_cli("train", "-o", str(out), *TINY, "--steps", "15", "--resume", check=True,
@@ -179,9 +184,22 @@ def test_resume_on_another_number_of_ranks(tmp_path):
 
 
 def test_resume_without_checkpoint_fails_on_every_rank(tmp_path):
+    # In the --log too: each rank's error, then the launcher's, whole lines. The launcher
+    # wrote its last line at its own offset, over what the ranks had written anew: NULs.
+    log = tmp_path / "train.log"
     proc = run_cli("train", "-o", str(tmp_path / "none"), *TINY, "--steps", "3", "--nproc", "2",
-                   "--resume", timeout=300)
+                   "--resume", "--log", str(log), timeout=300)
     assert_clean_error(proc, "does not exist (nothing to resume)")
+    lines = log.read_text().splitlines()
+    assert "launching 2 local ranks" in lines[0], lines
+    assert sum("does not exist (nothing to resume)" in line for line in lines) == 2, lines
+    assert lines[-1].endswith("ranks failed; see their messages above)")
+    assert "\0" not in log.read_text()
+    # A compressed log cannot take the ranks' appends: refused before they start.
+    proc = run_cli("train", "-o", str(tmp_path / "x"), *TINY, "--nproc", "2", "--log",
+                   str(tmp_path / "train.log.gz"))
+    assert_clean_error(proc, "--log", "with --nproc", code=2)
+    assert not (tmp_path / "x").exists()
 
 
 def test_two_nodes_on_localhost(tmp_path):

@@ -16,8 +16,8 @@ import os
 import sys
 import uuid
 
-from dnaembed.errors import DnaembedError
-from dnaembed.log import available_cores, logger
+from dnaembed.errors import DnaembedError, UsageError
+from dnaembed.log import COMPRESSED_SUFFIXES, LOG_APPEND_ENV, available_cores, logger
 
 
 def strip_nproc(argv: list[str]) -> list[str]:
@@ -53,6 +53,7 @@ def launch_local(nproc: int, argv: list[str]) -> None:
         # The ranks re-run the command line; without it there is nothing to re-run.
         raise DnaembedError("--nproc: the command line is not in sys.argv; use torchrun instead")
     args = strip_nproc(argv)
+    _check_log_for_ranks(args)
     # Like torchrun, keep each rank from claiming every core; the ranks themselves
     # take cores // nproc threads (dnaembed.train.ddp.context.local_share_of_cores).
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cores() // nproc)))
@@ -78,6 +79,7 @@ def launch_local(nproc: int, argv: list[str]) -> None:
         elastic_log.propagate = False
     logger.info("launching %d local ranks: %s -m dnaembed %s", nproc, sys.executable,
                 " ".join(args))
+    os.environ[LOG_APPEND_ENV] = "1"  # the ranks' --log: this one's, appended to
     try:
         elastic_launch(config, sys.executable)("-m", "dnaembed", *args)
     except ChildFailedError as e:
@@ -89,4 +91,16 @@ def launch_local(nproc: int, argv: list[str]) -> None:
     except SignalException:
         raise KeyboardInterrupt from None
     finally:
+        os.environ.pop(LOG_APPEND_ENV, None)
         elastic_log.handlers, elastic_log.propagate = saved
+
+
+def _check_log_for_ranks(args: list[str]) -> None:
+    """Refuses a compressed ``--log`` (usage error): the ranks write the launcher's log
+    too, by appends, which a compressed stream cannot take from several processes."""
+    for i, arg in enumerate(args):
+        value = arg.removeprefix("--log=") if arg.startswith("--log=") else (
+            args[i + 1] if arg == "--log" and i + 1 < len(args) else None)
+        if value is not None and value.endswith(COMPRESSED_SUFFIXES):
+            raise UsageError(f"--log {value} with --nproc: the ranks write to it too; give "
+                             "an uncompressed file")
