@@ -84,8 +84,6 @@ def configure(verbosity: int = 0, quiet: bool = False, log_file: str | None = No
 #: Set by ``train --nproc`` for its ranks, which write the launcher's ``--log`` file too:
 #: they append to it, as it does, rather than each start it anew.
 LOG_APPEND_ENV = "DNAEMBED_LOG_APPEND"
-#: Names that xopen compresses by (a log of these is written by one process only).
-COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
 
 
 def _open_log(log_file: str):
@@ -93,7 +91,7 @@ def _open_log(log_file: str):
     ranks write the launcher's log too, and a writer at its own offset wrote over the
     others' lines (NUL bytes where a rank had truncated the file under it). A compressed
     log, a pipe or a device is opened as any output is."""
-    from dnaembed.io.atomic import is_stream, open_text
+    from dnaembed.io.atomic import COMPRESSED_SUFFIXES, is_stream, open_text
 
     if is_stream(log_file) or log_file.endswith(COMPRESSED_SUFFIXES):
         return open_text(log_file)

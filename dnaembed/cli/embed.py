@@ -55,13 +55,13 @@ def embed(
     window bases; the log says how many.
     """
     from dnaembed.errors import UsageError
-    from dnaembed.io.atomic import OutputSet
+    from dnaembed.io.atomic import COMPRESSED_SUFFIXES, OutputSet
     from dnaembed.io.vectors import ids_path_for
     from dnaembed.log import logger, set_threads
     from dnaembed.model.checkpoint import load_model, resolve_device
     from dnaembed.model.inference import embed_file
 
-    if output == "-" or output.endswith((".gz", ".bz2", ".xz", ".zst")):
+    if output == "-" or output.endswith(COMPRESSED_SUFFIXES):
         raise UsageError(f"-o/--output {output}: embeddings are a .npy file (memory-mappable, "
                          "uncompressed) with its ids beside it; give a file name")
     outputs = {"-o/--output": output, "ids": str(ids_path_for(output))}

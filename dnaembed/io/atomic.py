@@ -152,6 +152,10 @@ def _publish(tmp: Path, dest: Path) -> None:
     os.replace(tmp, dest)
 
 
+#: Names that an output is compressed by (xopen's, as :func:`open_text` writes them).
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
+
+
 def open_text(path: str | os.PathLike) -> IO[str]:
     """A text stream writing ``path``, compressed when its name says so (xopen)."""
     from xopen import xopen

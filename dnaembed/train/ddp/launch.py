@@ -17,7 +17,8 @@ import sys
 import uuid
 
 from dnaembed.errors import DnaembedError, UsageError
-from dnaembed.log import COMPRESSED_SUFFIXES, LOG_APPEND_ENV, available_cores, logger
+from dnaembed.io.atomic import COMPRESSED_SUFFIXES
+from dnaembed.log import LOG_APPEND_ENV, available_cores, logger
 
 
 def strip_nproc(argv: list[str]) -> list[str]:
