@@ -21,6 +21,8 @@ from typing import IO, Any, TypeVar
 
 from tqdm import tqdm
 
+from dnaembed.stops import raise_if_stopped
+
 T = TypeVar("T")
 
 logger = logging.getLogger("dnaembed")
@@ -214,7 +216,8 @@ class Progress:
         _state["bars"].append(self)
 
     def update(self, n: int = 1) -> None:
-        """Counts ``n`` more done."""
+        """Counts ``n`` more done (and raises a stop that a library dropped)."""
+        raise_if_stopped()
         self.n += n
         if self._bar is not None:
             self._bar.update(n)
@@ -355,6 +358,7 @@ class Timings(dict):
 
         @contextlib.contextmanager
         def timed():
+            raise_if_stopped()  # a stage begins: not after a stop that a library dropped
             start = time.perf_counter()
             try:
                 yield

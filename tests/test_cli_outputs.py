@@ -248,6 +248,45 @@ def test_a_stopped_demo_in_an_existing_directory_leaves_no_demo_files(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
 
+#: A demo whose simulation calls python-Levenshtein while a Ctrl-C arrives, and loses the
+#: KeyboardInterrupt, as C code that clears its calls' errors does: importing torch did,
+#: in ~40 ms of its import, and a demo stopped just after its reads appeared ran on.
+_CTRL_C_DROPPED = """
+import os, signal, sys, Levenshtein
+from dnaembed.cli import main
+
+editops = Levenshtein.editops
+dropped = []
+
+def editops_dropping_ctrl_c(*args):
+    if not dropped:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.sigtimedwait([], 1.0)
+        except KeyboardInterrupt:
+            dropped.append(True)
+            print("dropped", file=sys.stderr)
+    return editops(*args)
+
+Levenshtein.editops = editops_dropping_ctrl_c
+main(["demo", "-o", sys.argv[1], "--strands", "30", "-q"])
+"""
+
+
+def test_a_ctrl_c_that_a_library_dropped_still_stops_the_demo(tmp_path):
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    proc = subprocess.run([sys.executable, "-c", _CTRL_C_DROPPED, str(out)],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, DNAEMBED_NO_PROGRESS="1",
+                                   PYTHONWARNINGS="ignore"))
+    assert proc.stderr.splitlines()[0] == "dropped", proc.stderr
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.splitlines()[-1] == "dnaembed: aborted"  # click's word for Ctrl-C
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
 @pytest.mark.parametrize("codec, damage", [("gz", "corrupt"), ("gz", "truncated"),
                                            ("xz", "corrupt")])
 def test_a_damaged_compressed_input_is_a_clean_error_naming_it(tmp_path, codec, damage):

@@ -29,6 +29,7 @@ from dnaembed import __version__
 from dnaembed.errors import DnaembedError, UsageError
 from dnaembed.io.atomic import StdoutError
 from dnaembed.log import close_log, configure, note_in_log_file, refuse_foreign_log
+from dnaembed.stops import Terminated, forget, on_sigint, on_sigterm
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
@@ -43,18 +44,6 @@ EXIT_TERMINATED = 143
 
 class ClosedPipe(Exception):
     """Our standard output was closed by its reader (not an OSError: click would catch it)."""
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived. Raised in the main thread, as Ctrl-C raises KeyboardInterrupt, so
-    that the clean-up on the way out runs (by default SIGTERM ends the process on the spot,
-    and a cancelled job left its spilled reads and vectors in --tmpdir). A BaseException,
-    so that no ``except Exception`` takes it for an error of its own."""
-
-
-def _on_sigterm(signum, frame) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one stops the process at once
-    raise Terminated()
 
 
 def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -288,13 +277,21 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the CLI and maps errors to one line and an exit status."""
-    on_main_thread = threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGTERM, _on_sigterm) if on_main_thread else None
+    if threading.current_thread() is not threading.main_thread():
+        _run(argv)  # signals reach the main thread only: its handlers stay
+        return
+    forget()
+    before = signal.signal(signal.SIGTERM, on_sigterm)
+    # Ctrl-C is noted too (dnaembed.stops), unless it is ignored (a job started with &).
+    interrupt = signal.getsignal(signal.SIGINT)
+    if interrupt is signal.default_int_handler:
+        signal.signal(signal.SIGINT, on_sigint)
     try:
         _run(argv)
     finally:
-        if before is not None:
-            signal.signal(signal.SIGTERM, before)
+        signal.signal(signal.SIGTERM, before)
+        if interrupt is signal.default_int_handler:
+            signal.signal(signal.SIGINT, interrupt)
 
 
 def _run(argv: list[str] | None) -> None:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import IO
 
 from dnaembed.errors import DnaembedError, UsageError
+from dnaembed.stops import raise_if_stopped
 
 #: Temporary path -> the destination it stands for, while an OutputSet is open: messages
 #: name the destination, not the temporary directory.
@@ -360,6 +361,7 @@ class OutputSet:
         return staging
 
     def _commit(self) -> None:
+        raise_if_stopped()  # a Ctrl-C that a library dropped: nothing is published
         written = [(k, t) for k, t in self._temps.items()
                    if k not in self._streams and t.exists()]
         for _key, tmp in written:
