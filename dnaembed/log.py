@@ -91,15 +91,32 @@ LOG_APPEND_ENV = "DNAEMBED_LOG_APPEND"
 def _open_log(log_file: str):
     """The ``--log`` stream: written anew, by appends. Why appends: ``train --nproc``'s
     ranks write the launcher's log too, and a writer at its own offset wrote over the
-    others' lines (NUL bytes where a rank had truncated the file under it). A compressed
-    log, a pipe or a device is opened as any output is."""
+    others' lines (NUL bytes where a rank had truncated the file under it); a torchrun
+    job's ranks share it too (rank 0 starts it anew: each did, and rank 0's first lines
+    were lost). A compressed log, a pipe or a device is opened as any output is; a
+    compressed one that several ranks would write is refused."""
     from dnaembed.io.atomic import COMPRESSED_SUFFIXES, is_stream, open_text
 
+    rank = _rank_among_several()
+    if rank is not None and log_file.endswith(COMPRESSED_SUFFIXES):
+        from dnaembed.errors import UsageError
+
+        raise UsageError(f"--log {log_file} with torchrun's ranks: every rank writes to "
+                         "it; give an uncompressed file")
     if is_stream(log_file) or log_file.endswith(COMPRESSED_SUFFIXES):
         return open_text(log_file)
-    if os.environ.get(LOG_APPEND_ENV) != "1":
+    # Started anew once: by the --nproc launcher, or by rank 0 of a torchrun job.
+    if os.environ.get(LOG_APPEND_ENV) != "1" and not rank:
         open(log_file, "w").close()
     return open(log_file, "a", encoding="utf-8")
+
+
+def _rank_among_several() -> int | None:
+    """This process's rank where torchrun (or a launcher like it) started several ranks;
+    None otherwise. (Read here, not from dnaembed.train: the log comes first.)"""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ:
+        return int(os.environ["RANK"])
+    return None
 
 
 #: How every line of a --log file this program wrote begins.

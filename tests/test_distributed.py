@@ -202,6 +202,29 @@ def test_resume_without_checkpoint_fails_on_every_rank(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_a_torchrun_rank_after_the_first_appends_to_the_log(tmp_path):
+    # Under a user's torchrun every rank opened --log anew, and rank 0's first lines went.
+    # A later rank (torchrun's RANK and WORLD_SIZE) appends; rank 0 starts it anew; a
+    # compressed log, which several ranks cannot share, is refused.
+    log = tmp_path / "train.log"
+    bad = ("train", "-o", str(tmp_path / "x"), "--set", "train.lr=oops", "--log", str(log))
+    env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", PYTHONWARNINGS="ignore", WORLD_SIZE="2")
+
+    def rank(number: int, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "dnaembed", *args], capture_output=True,
+                              timeout=120, env=dict(env, RANK=str(number)), cwd=tmp_path)
+
+    log.write_text("17:00:00 dnaembed: rank 0's line\n")
+    assert_clean_error(rank(1, *bad), "train.lr", code=2)
+    lines = log.read_text().splitlines()
+    assert lines[0] == "17:00:00 dnaembed: rank 0's line" and "train.lr" in lines[1], lines
+    assert_clean_error(rank(0, *bad), "train.lr", code=2)
+    assert len(log.read_text().splitlines()) == 1
+    proc = rank(1, "train", "-o", str(tmp_path / "y"), "--log", str(tmp_path / "t.log.gz"))
+    assert_clean_error(proc, "with torchrun's ranks", code=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.log"]
+
+
 def test_two_nodes_on_localhost(tmp_path):
     """The multi-node form: two torchrun agents (one rank each) meet at a c10d endpoint."""
     port = _free_port()
