@@ -1,6 +1,6 @@
 """Reads in, clusters (and strands) out: the chains behind ``dnaembed cluster`` and ``run``.
 
-:func:`cluster_files` is the graph method from files, partitioned
+:func:`clustered_files` is the graph method from files, partitioned
 (:mod:`dnaembed.cluster.partitioned`): it streams one or several input files
 into a read store (spilled to disk when the memory budget says so), collapses
 identical reads by hashing, and clusters the distinct ones in tasks that an
