@@ -111,6 +111,23 @@ def test_noisy_truncated_reads_find_their_strand_by_kmers():
     assert not wrong.any()
 
 
+def test_truncated_reads_before_their_strand_leave_it_a_full_length_representative():
+    # The truncated reads come first in the input: each rescued one was its singleton's
+    # representative, and took over its new cluster's (a tie, won by the earlier read).
+    strands, clusters, picks, extra = _truncated_set(np.random.default_rng(7), 150, 60)
+    seqs = extra + [s for c in clusters for s in c]
+    n = len(extra)
+    labels = np.array(list(range(n)) + [n + i for i, c in enumerate(clusters) for _ in c])
+    lengths = np.array([len(s) for s in seqs], np.float64)
+    labels, _, reps, moved = rescue_reads(
+        seqs, [reverse_complement(s) for s in seqs], labels, np.zeros(len(seqs), np.int8),
+        lengths, np.ones(len(seqs), np.int64), _no_neighbours, rate=0.3, max_size=2,
+        full_length=135, seed=0)
+    assert moved >= 40
+    has_full = np.bincount(labels, weights=lengths >= 135, minlength=len(reps)) > 0
+    assert (lengths[reps[has_full]] >= 135).all()
+
+
 def test_the_kmers_grow_with_the_queries_that_would_hold_one_by_chance():
     # 7,150 queries of 140 k-mers (10^6 reads) keep 11-mers; 22,000 (3 x 10^6) hold each
     # 11-mer ~1.5 times by chance and get 12-mers; never past MAX_K, never below the base.

@@ -144,9 +144,11 @@ def rescue_reads(
         )
         if n_moved:
             moved += n_moved
-            # Keep every surviving cluster's representative.
+            # Keep every surviving cluster's representative. A representative that moved
+            # gets no bonus: its tie with its new cluster's own would go to the earlier
+            # read, a truncated one in pass 2.
             bonus = np.zeros(len(seqs))
-            bonus[reps] = np.inf
+            bonus[reps[new_labels[reps] == np.arange(len(reps))]] = np.inf
             labels, orientation, reps = assemble(new_labels, new_orient, centrality + bonus,
                                                  weights)
     return labels, orientation, reps, moved
