@@ -17,6 +17,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from types import FrameType
 
 #: The stops noted since :func:`forget`, oldest first.
 _noted: list[type[BaseException]] = []
@@ -29,13 +30,13 @@ class Terminated(BaseException):
     so that no ``except Exception`` takes it for an error of its own."""
 
 
-def on_sigint(signum, frame) -> None:
+def on_sigint(signum: int, frame: FrameType | None) -> None:
     """Ctrl-C: noted, then KeyboardInterrupt (Python's own handler raises just that)."""
     _noted.append(KeyboardInterrupt)
     raise KeyboardInterrupt
 
 
-def on_sigterm(signum, frame) -> None:
+def on_sigterm(signum: int, frame: FrameType | None) -> None:
     """SIGTERM: noted, then :class:`Terminated`; a second one stops the process at once."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _noted.append(Terminated)
