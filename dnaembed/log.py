@@ -114,9 +114,11 @@ def _open_log(log_file: str):
 def _rank_among_several() -> int | None:
     """This process's rank where torchrun (or a launcher like it) started several ranks;
     None otherwise. (Read here, not from dnaembed.train: the log comes first.)"""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ:
-        return int(os.environ["RANK"])
-    return None
+    try:
+        several = int(os.environ.get("WORLD_SIZE", "1")) > 1
+        return int(os.environ["RANK"]) if several and "RANK" in os.environ else None
+    except ValueError:  # not a launcher's: the log as in one process
+        return None
 
 
 #: How every line of a --log file this program wrote begins.

@@ -144,14 +144,20 @@ def rescue_reads(
         )
         if n_moved:
             moved += n_moved
-            # Keep every surviving cluster's representative. A representative that moved
-            # gets no bonus: its tie with its new cluster's own would go to the earlier
-            # read, a truncated one in pass 2.
-            bonus = np.zeros(len(seqs))
-            bonus[reps[new_labels[reps] == np.arange(len(reps))]] = np.inf
-            labels, orientation, reps = assemble(new_labels, new_orient, centrality + bonus,
-                                                 weights)
+            labels, orientation, reps = _reassembled(new_labels, new_orient, reps, centrality,
+                                                     weights)
     return labels, orientation, reps, moved
+
+
+def _reassembled(labels: np.ndarray, orientation: np.ndarray, reps: np.ndarray,
+                 centrality: np.ndarray, weights: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`assemble` after a pass, each representative that stayed in its cluster kept.
+    One that moved keeps no priority: its tie with its new cluster's own went to the
+    earlier read, a truncated one in pass 2."""
+    bonus = np.zeros(len(labels))
+    bonus[reps[labels[reps] == np.arange(len(reps))]] = np.inf
+    return assemble(labels, orientation, centrality + bonus, weights)
 
 
 def _rescue_pass(seqs, rc_seqs, labels, orientation, reps, members, weights, lengths, rows,
