@@ -237,3 +237,77 @@ def test_every_output_compressed_by_its_name(sim, tmp_path):
     summary = json.loads(gzip.decompress((tmp_path / "s.json.gz").read_bytes()))
     assert summary["counts"]["clusters"] == len({r[1] for r in rows})
     assert len(read_sequences(tmp_path / "s.fa.gz")) == len(read_table(tmp_path / "r.tsv.gz"))
+
+
+def test_peer_readers_refuse_a_read_twice_empty_ids_and_bad_numbers():
+    """A read on two lines was scored in its last cluster, an empty id or label as a read or
+    cluster of its own, and starcode's '1,,2' ended in 'internal error: ValueError'."""
+    ids = ["r1", "r2", "r3"]
+    uc_s = "S\t0\t5\t*\t*\t*\t*\t*\tr1\t*"
+    with pytest.raises(InputError, match=r"x.uc: line 3: read r2 listed twice \(first on line 2"):
+        parse_uc([uc_s, "H\t0\t5\t99\t+\t0\t0\t5M\tr2\tr1", "H\t1\t5\t99\t+\t0\t0\t5M\tr2\tr1"],
+                 "x.uc")
+    with pytest.raises(InputError, match="x.uc: line 1: empty read id"):
+        parse_uc(["S\t0\t5\t*\t*\t*\t*\t*\t\t*"], "x.uc")
+    with pytest.raises(InputError, match="x.uc: line 1: read r1: empty cluster number"):
+        parse_uc(["S\t\t5\t*\t*\t*\t*\t*\tr1\t*"], "x.uc")
+    # vsearch --notrunclabels: the whole header; the read id is its first word.
+    assert parse_uc(["S\t0\t5\t*\t*\t*\t*\t*\tr1 run=7 ch=3\t*"]) == {"r1": "0"}
+    with pytest.raises(InputError, match="x.clstr: line 4: read r1 listed twice"):
+        parse_clstr([">Cluster 0", "0\t5nt, >r1... *", ">Cluster 1", "0\t5nt, >r1... *"],
+                    "x.clstr")
+    with pytest.raises(InputError, match="x.clstr: line 2: empty read id"):
+        parse_clstr([">Cluster 0", "0\t5nt, >... *"], "x.clstr")
+    with pytest.raises(InputError, match="x.tsv: line 2: read r1 listed twice"):
+        parse_mmseqs(["r1\tr1", "r2\tr1"], "x.tsv")
+    with pytest.raises(InputError, match="x.tsv: line 1: read r2: empty representative"):
+        parse_mmseqs(["\tr2"], "x.tsv")
+    with pytest.raises(InputError, match="x.txt: line 2: read r2 listed twice"):
+        parse_starcode(["ACGT\t2\t1,2", "TTTT\t2\t2,3"], ids, "x.txt")
+    for numbers in ("1,,2", ",1", "1,", "²"):
+        with pytest.raises(InputError, match="x.txt: line 1: no sequence numbers"):
+            parse_starcode([f"ACGT\t2\t{numbers}"], ids, "x.txt")
+
+
+def test_evaluate_names_lines_and_refuses_empty_clusters(tmp_path, write):
+    """A truth's repeated read was named by its rank among the rows ('data row 3'), not its
+    line; an empty clusters file scored every read a singleton with status 0; an empty
+    cluster id was a cluster of its own."""
+    truth = write("t.tsv", "# made by hand\n#read_id\tstrand_id\nr1\ts1\n\nr2\ts1\nr1\ts2\n")
+    clusters = write("c.tsv", "r1\t0\nr2\t0\n")
+    err = assert_clean_error(run_cli("evaluate", str(clusters), "--truth", str(truth)),
+                             "t.tsv: line 6: read r1 listed twice (first on line 3)")
+    assert len(err.strip().splitlines()) == 1
+    good = write("g.tsv", "r1\ts1\nr2\ts1\nr3\ts2\n")
+    for fmt in ("tsv", "uc", "clstr", "mmseqs"):
+        empty = write(f"empty.{fmt}", "")
+        assert_clean_error(run_cli("evaluate", str(empty), "--format", fmt, "--truth",
+                                   str(good)), f"empty.{fmt}: no clustered reads")
+    unlabelled = write("u.tsv", "r1\t0\nr2\t\nr3\t1\n")
+    assert_clean_error(run_cli("evaluate", str(unlabelled), "--truth", str(good)),
+                       "u.tsv: line 2: read r2: empty cluster id")
+
+
+def test_evaluate_scores_only_the_given_reads_and_warns_of_missing_ones(tmp_path, write):
+    """With --reads, the truth's reads that are not among them were scored as singletons
+    (a subset scored A_1.0 0.5 for a perfect clustering); without it, the missing reads
+    go to stderr with their count."""
+    truth = write("t.tsv", "r1\ts1\nr2\ts1\nr3\ts2\nr4\ts2\n")
+    reads = write("r.fa", ">r1\nACGT\n>r2\nACGT\n")
+    clusters = write("c.mm", "r1\tr1\nr1\tr2\n")
+    proc = run_cli("evaluate", str(clusters), "--format", "mmseqs", "--truth", str(truth),
+                   "--reads", str(reads), "--json", check=True)
+    scores = json.loads(proc.stdout)
+    assert scores["A_1.0"] == 1.0 and scores["reads_scored"] == 2
+    assert scores["reads_missing"] == 0 and scores["true_clusters"] == 1
+    assert b"lacks" not in proc.stderr
+    proc = run_cli("evaluate", clusters.name, "--format", "mmseqs", "--truth", truth.name,
+                   "--json", cwd=tmp_path, check=True)
+    assert json.loads(proc.stdout)["reads_missing"] == 2
+    assert "c.mm lacks 2 of the 4 reads of t.tsv with a strand" in proc.stderr.decode()
+    other = write("o.fa", ">x1\nACGT\n")
+    write("x.tsv", "x1\t0\n")
+    err = assert_clean_error(run_cli("evaluate", "x.tsv", "--truth", truth.name, "--reads",
+                                     other.name, cwd=tmp_path),
+                             "t.tsv: no read of a strand among the reads of o.fa")
+    assert len(err.strip().splitlines()) == 1

@@ -27,7 +27,8 @@ from dnaembed.io.formats import READ_FORMATS
               "clstr (CD-HIT), mmseqs (MMseqs2 cluster TSV), starcode (starcode --seq-id).")
 @click.option("--reads", type=click.Path(dir_okay=False, allow_dash=True),
               help="The reads the tool clustered, in its input order (needed by starcode, "
-              "whose output numbers its input lines; checks the read ids of the others).")
+              "whose output numbers its input lines; checks the read ids of the others; only "
+              "the truth's reads among them are scored).")
 @json_option("the scores")
 @common_options
 def evaluate(result: str, truth: str | None, refs: str | None, fmt: str, reads: str | None,

@@ -31,6 +31,7 @@ equality matters). Problems are errors naming the file and the line.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
@@ -180,12 +181,46 @@ def _rows(lines: Iterable[str]) -> Iterable[tuple[int, str]]:
             yield number, line
 
 
+class _Assignments:
+    """``read_id -> label`` as a reader collects it, line by line.
+
+    Every tool lists each read once, so a read on two lines (a damaged or concatenated
+    file, or one of a search rather than a clustering) is an error rather than the last
+    line winning silently; so are an empty id or label, which would be scored as a read
+    or a cluster of their own."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.labels: dict[str, str] = {}
+        self._line: dict[str, int] = {}
+
+    def add(self, number: int, rid: str, label: str, what: str = "cluster label") -> None:
+        """Put read ``rid`` (found on line ``number``) in cluster ``label``."""
+        if not rid:
+            raise InputError(f"{self.name}: line {number}: empty read id")
+        if not label:
+            raise InputError(f"{self.name}: line {number}: read {rid}: empty {what}")
+        if rid in self.labels:
+            raise InputError(f"{self.name}: line {number}: read {rid} listed twice (first on "
+                             f"line {self._line[rid]})")
+        self.labels[rid] = label
+        self._line[rid] = number
+
+
+def _first_word(label: str) -> str:
+    """A read id is its record name up to the first whitespace (as the reads' readers take
+    it): vsearch --notrunclabels writes whole FASTA headers, descriptions included."""
+    words = label.split(maxsplit=1)
+    return words[0] if words else ""
+
+
 def parse_uc(lines: Iterable[str], name: str = "<uc>") -> dict[str, str]:
     """vsearch/usearch ``.uc``: ``S`` and ``H`` records give each query's cluster number.
 
-    ``C`` (summary) and ``N`` (no hit) records are skipped; ``#`` lines too.
+    ``C`` (summary) and ``N`` (no hit) records are skipped; ``#`` lines too. A query's id
+    is its label up to the first whitespace.
     """
-    out: dict[str, str] = {}
+    out = _Assignments(name)
     for number, line in _rows(lines):
         if line.startswith("#"):
             continue
@@ -194,8 +229,8 @@ def parse_uc(lines: Iterable[str], name: str = "<uc>") -> dict[str, str]:
             raise InputError(f"{name}: line {number}: not a .uc record (10 tab-separated fields "
                              f"starting with S, H, C or N)")
         if fields[0] in ("S", "H"):
-            out[fields[8]] = fields[1]
-    return out
+            out.add(number, _first_word(fields[8]), fields[1].strip(), "cluster number")
+    return out.labels
 
 
 def parse_clstr(lines: Iterable[str], name: str = "<clstr>") -> dict[str, str]:
@@ -203,7 +238,7 @@ def parse_clstr(lines: Iterable[str], name: str = "<clstr>") -> dict[str, str]:
 
     Ids are what CD-HIT kept of the names (run it with ``-d 0`` for whole ids).
     """
-    out: dict[str, str] = {}
+    out = _Assignments(name)
     cluster: str | None = None
     for number, line in _rows(lines):
         if line.startswith(">Cluster"):
@@ -218,37 +253,42 @@ def parse_clstr(lines: Iterable[str], name: str = "<clstr>") -> dict[str, str]:
             where = "member line before any '>Cluster' line" if cluster is None else (
                 "not a member line ('K<TAB>LENnt, >ID... *')")
             raise InputError(f"{name}: line {number}: {where}")
-        out[line[start:end]] = cluster
-    return out
+        out.add(number, line[start:end], cluster)
+    return out.labels
 
 
 def parse_mmseqs(lines: Iterable[str], name: str = "<mmseqs>") -> dict[str, str]:
     """MMseqs2 cluster TSV: ``representative<TAB>member``; the representative is the label."""
-    out: dict[str, str] = {}
+    out = _Assignments(name)
     for number, line in _rows(lines):
         fields = line.split("\t")
         if len(fields) < 2:
             raise InputError(f"{name}: line {number}: expected representative<TAB>member")
-        out[fields[1]] = fields[0]
-    return out
+        out.add(number, fields[1].strip(), fields[0].strip(), "representative")
+    return out.labels
+
+
+#: Starcode's last column with ``--seq-id``: 1-based sequence numbers, comma-separated.
+_NUMBERS = re.compile(r"[0-9]+(,[0-9]+)*")
 
 
 def parse_starcode(lines: Iterable[str], ids: Sequence[str], name: str = "<starcode>"
                    ) -> dict[str, str]:
     """Starcode ``--seq-id`` output; ``ids``: the read ids in the order of its input lines."""
-    out: dict[str, str] = {}
+    out = _Assignments(name)
     for k, (number, line) in enumerate(_rows(lines)):
         fields = line.split("\t")
         numbers = fields[-1]
-        if len(fields) < 3 or not numbers.replace(",", "").isdigit():
+        # A full match of ASCII digits: str.isdigit() let '1,,2' and '²' through to int().
+        if len(fields) < 3 or not _NUMBERS.fullmatch(numbers):
             raise InputError(f"{name}: line {number}: no sequence numbers in the last column "
-                             "(run starcode with --seq-id)")
+                             "(comma-separated; run starcode with --seq-id)")
         for n in numbers.split(","):
             if not 1 <= int(n) <= len(ids):
                 raise InputError(f"{name}: line {number}: sequence number {n} is not a line of "
                                  f"the reads ({len(ids)} reads)")
-            out[ids[int(n) - 1]] = f"c{k}"
-    return out
+            out.add(number, ids[int(n) - 1], f"c{k}")
+    return out.labels
 
 
 def read_assignments(
@@ -262,7 +302,7 @@ def read_assignments(
     from dnaembed.io.tables import read_labels, read_lines
 
     if fmt == "tsv":
-        return read_labels(path)
+        return read_labels(path, empty_labels=False)
     name = describe_path(path)
     lines = read_lines(path)
     if fmt == "starcode":

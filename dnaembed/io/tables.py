@@ -88,12 +88,9 @@ def header_lines(lines: Sequence[str]) -> int:
     return count
 
 
-def read_table(path: str | os.PathLike, min_columns: int = 2) -> list[list[str]]:
-    """Read a TSV written by dnaembed (or a compatible one): the header block is skipped.
-
-    Plain or compressed (by content). Each row must have at least
-    ``min_columns`` fields. Only the header block is comments (module notes).
-    """
+def numbered_rows(path: str | os.PathLike, min_columns: int = 2) -> list[tuple[int, list[str]]]:
+    """(line number, fields) of each row of a TSV (see :func:`read_table`), so that a
+    reader can name the line of a bad row, not its rank among the rows."""
     name = describe_path(path)
     lines = read_lines(path)
     skip = header_lines(lines)
@@ -107,21 +104,39 @@ def read_table(path: str | os.PathLike, min_columns: int = 2) -> list[list[str]]
                 f"{name}: line {number}: expected at least {min_columns} tab-separated "
                 f"columns, found {len(fields)}"
             )
-        rows.append(fields)
+        rows.append((number, fields))
     return rows
 
 
-def read_labels(path: str | os.PathLike) -> dict[str, str]:
-    """``read_id -> label`` from the first two columns; a read listed twice is an error."""
+def read_table(path: str | os.PathLike, min_columns: int = 2) -> list[list[str]]:
+    """Read a TSV written by dnaembed (or a compatible one): the header block is skipped.
+
+    Plain or compressed (by content). Each row must have at least
+    ``min_columns`` fields. Only the header block is comments (module notes).
+    """
+    return [fields for _, fields in numbered_rows(path, min_columns)]
+
+
+def read_labels(path: str | os.PathLike, *, empty_labels: bool = True) -> dict[str, str]:
+    """``read_id -> label`` from the first two columns; a read listed twice is an error.
+
+    ``empty_labels=False``: an empty label is an error too (a clusters table, where it
+    would be a cluster of its own; a truth's empty strand id means a read of no strand).
+    """
     name = describe_path(path)
     labels: dict[str, str] = {}
-    for number, row in enumerate(read_table(path, min_columns=2), start=1):
+    first: dict[str, int] = {}
+    for number, row in numbered_rows(path, min_columns=2):
         rid, label = row[0].strip(), row[1].strip()
         if not rid:
-            raise InputError(f"{name}: data row {number}: empty read id")
+            raise InputError(f"{name}: line {number}: empty read id")
+        if not label and not empty_labels:
+            raise InputError(f"{name}: line {number}: read {rid}: empty cluster id")
         if rid in labels:
-            raise InputError(f"{name}: data row {number}: read {rid} listed twice")
+            raise InputError(f"{name}: line {number}: read {rid} listed twice (first on line "
+                             f"{first[rid]})")
         labels[rid] = label
+        first[rid] = number
     return labels
 
 
