@@ -201,6 +201,22 @@ def test_embed_to_standard_output_is_refused(sim, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_embed_to_a_stream_is_refused_before_anything_is_written(sim, tmp_path):
+    # /dev/stdout here is the pipe that captures it: a stream that cannot seek back to
+    # the .npy header. It got a header of 0 rows and the rows, then "stdout.ids.txt:
+    # cannot write" (exit 1); a device (-o /dev/null) got its ids file among the devices.
+    proc = run_cli("embed", str(sim / "s.fastq.gz"), "-o", "/dev/stdout", cwd=tmp_path)
+    err = assert_clean_error(proc, "-o/--output /dev/stdout: not a file", code=2)
+    assert err.count("\n") == 1 and proc.stdout == b""
+    assert list(tmp_path.iterdir()) == []
+    from dnaembed.errors import UsageError
+    from dnaembed.io.vectors import check_embedding_output
+
+    with pytest.raises(UsageError, match="not a file"):
+        check_embedding_output(os.devnull)
+    check_embedding_output(tmp_path / "e.npy")  # a file to be: accepted
+
+
 def test_unknown_device_or_preset_is_a_usage_error_listing_the_choices(sim, tmp_path):
     reads = str(sim / "s.fastq.gz")
     for args in (("cluster", reads, "--device", "tpu"), ("embed", reads, "-o", "e.npy",

@@ -56,7 +56,7 @@ def embed(
     """
     from dnaembed.errors import UsageError
     from dnaembed.io.atomic import COMPRESSED_SUFFIXES, OutputSet
-    from dnaembed.io.vectors import ids_path_for
+    from dnaembed.io.vectors import check_embedding_output, ids_path_for
     from dnaembed.log import logger, set_threads
     from dnaembed.model.checkpoint import load_model, resolve_device
     from dnaembed.model.inference import embed_file
@@ -64,6 +64,7 @@ def embed(
     if output == "-" or output.endswith(COMPRESSED_SUFFIXES):
         raise UsageError(f"-o/--output {output}: embeddings are a .npy file (memory-mappable, "
                          "uncompressed) with its ids beside it; give a file name")
+    check_embedding_output(output)  # before the OutputSet stages the ids beside it
     outputs = {"-o/--output": output, "ids": str(ids_path_for(output))}
     with OutputSet(outputs, inputs={"READS": reads}) as out:
         set_threads(threads)

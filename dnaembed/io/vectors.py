@@ -21,8 +21,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from dnaembed.errors import DnaembedError, InputError
-from dnaembed.io.atomic import atomic_path
+from dnaembed.errors import DnaembedError, InputError, UsageError
+from dnaembed.io.atomic import atomic_path, is_stream
 
 DTYPES = ("float32", "float16")
 
@@ -39,6 +39,20 @@ def ids_path_for(npy_path: str | os.PathLike) -> Path:
     p = Path(npy_path)
     stem = p.name[:-4] if p.name.endswith(".npy") else p.name
     return p.with_name(stem + ".ids.txt")
+
+
+def check_embedding_output(path: str | os.PathLike, option: str = "-o/--output") -> None:
+    """Refuse an embeddings output that is not a file (a usage error, before any work).
+
+    The .npy header, which records the row count, is rewritten once the rows are
+    written: a named pipe, a device or a process's stream (``/dev/stdout``,
+    ``/dev/fd/N``) cannot seek back, so its reader got a header of 0 rows before the
+    rows, and the error then named the ids file. The ids file beside a device would
+    also be created among the devices (``/dev/null.ids.txt``).
+    """
+    if is_stream(path):
+        raise UsageError(f"{option} {path}: not a file: embeddings are a .npy file whose "
+                         "header is written last, with its ids beside it; give a file name")
 
 
 def _header(dtype: np.dtype, rows: int, dim: int) -> bytes:

@@ -20,7 +20,7 @@ import torch
 
 from dnaembed.encoding import encode_padded
 from dnaembed.errors import DnaembedError
-from dnaembed.io.vectors import DTYPES, NpyAppender, ids_path_for
+from dnaembed.io.vectors import DTYPES, NpyAppender, check_embedding_output, ids_path_for
 from dnaembed.model.encoder import Encoder
 
 PRECISIONS = ("auto", "float32", "bfloat16")
@@ -189,6 +189,7 @@ def embed_file(
 
     if dtype not in DTYPES:
         raise DnaembedError(f"unknown dtype {dtype!r} (use {' or '.join(DTYPES)})")
+    check_embedding_output(output, "output")
     dim = model.config.embedding_dim
     stats = EmbedStats()
     ids_path = ids_path_for(output)
