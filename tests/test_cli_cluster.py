@@ -187,3 +187,13 @@ def test_evaluate_errors(sim, tmp_path, write):
     proc = run_cli("evaluate", truth, "--truth", str(half), check=True)
     assert f"s.truth.tsv: {len(rows) - len(rows) // 2:,} of the clustered reads are not in " \
         f"{half}: scored as reads of no strand" in proc.stderr.decode()
+
+
+def test_evaluate_refs_json_names_the_strands_file(sim, tmp_path):
+    """The JSON's "strands" (the file's name) was replaced by the scores' count of strands."""
+    refs = str(sim / "s.refs.fasta")
+    proc = run_cli("evaluate", refs, "--refs", refs, "--json", check=True)
+    scores = json.loads(proc.stdout)
+    assert scores["strands_file"] == refs and scores["refs"] == refs
+    assert scores["strands"] == scores["references"] == len(read_sequences(refs))
+    assert scores["exact"] == 1.0

@@ -71,7 +71,8 @@ def evaluate(result: str, truth: str | None, refs: str | None, fmt: str, reads: 
         references = read_references(refs)
         strands = read_sequences(result)
         scores = recovery_scores(references.seqs, strands.seqs, workers=threads or -1)
-        key = {"strands": result, "refs": refs}
+        # Not "strands": the scores' "strands" is their count and replaced the file's name.
+        key = {"strands_file": result, "refs": refs}
     if json_path is not None:
         write_json(json_path, {**key, **scores})
     if json_path != "-":
