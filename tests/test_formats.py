@@ -311,3 +311,17 @@ def test_evaluate_scores_only_the_given_reads_and_warns_of_missing_ones(tmp_path
                                      other.name, cwd=tmp_path),
                              "t.tsv: no read of a strand among the reads of o.fa")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_table_that_is_not_utf8_is_named_by_its_line(tmp_path):
+    """Python's message ('can't decode byte 0xff in position 5') named no line."""
+    path = tmp_path / "c.tsv.gz"
+    path.write_bytes(gzip.compress(b"r1\t0\nr2\t0\n\xff\xfe\t1\n"))
+    truth = tmp_path / "t.tsv"
+    truth.write_text("r1\ts1\nr2\ts1\n")
+    for args in (["c.tsv.gz"], ["-", "--format", "mmseqs"]):
+        proc = run_cli("evaluate", *args, "--truth", "t.tsv", cwd=tmp_path,
+                       stdin=path.read_bytes())
+        name = "<stdin>" if args[0] == "-" else "c.tsv.gz"
+        err = assert_clean_error(proc, f"{name}: line 3: not UTF-8 text (byte 0xff)")
+        assert len(err.strip().splitlines()) == 1

@@ -70,9 +70,21 @@ def read_lines(path: str | os.PathLike) -> list[str]:
             # A nameless stream: xopen then detects compression by content, not by suffix.
             source = io.BytesIO(Path(path).read_bytes())
         with xopen(source, "rb", threads=0) as raw:
-            return raw.read().decode("utf-8").splitlines()
+            data = raw.read()
     except READ_ERRORS as e:
         raise InputError(f"{name}: cannot read: {e}") from None
+    return _decoded_lines(data, name)
+
+
+def _decoded_lines(data: bytes, name: str) -> list[str]:
+    """The lines of UTF-8 ``data``; a byte that is not UTF-8 is an error naming its line
+    (Python's message named its offset in the decompressed bytes)."""
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputError(f"{name}: line {line}: not UTF-8 text (byte "
+                         f"0x{data[e.start]:02x})") from None
 
 
 def header_lines(lines: Sequence[str]) -> int:
