@@ -264,6 +264,17 @@ def test_peer_readers_refuse_a_read_twice_empty_ids_and_bad_numbers():
         parse_mmseqs(["\tr2"], "x.tsv")
     with pytest.raises(InputError, match="x.txt: line 2: read r2 listed twice"):
         parse_starcode(["ACGT\t2\t1,2", "TTTT\t2\t2,3"], ids, "x.txt")
+    # Two runs' files joined: their cluster numbers both start at 0 and merged clusters.
+    with pytest.raises(InputError, match=r"x.uc: line 2: a second centroid \(S\) record of "
+                       r"cluster 0 \(first on line 1\): are two files joined"):
+        parse_uc([uc_s, "S\t0\t5\t*\t*\t*\t*\t*\tr2\t*"], "x.uc")
+    with pytest.raises(InputError, match="x.clstr: line 3: a second '>Cluster' line of "
+                       "cluster 0"):
+        parse_clstr([">Cluster 0", "0\t5nt, >r1... *", ">Cluster 0", "0\t5nt, >r2... *"],
+                    "x.clstr")
+    # An id with dots of its own: up to CD-HIT's last '...', not its first.
+    assert parse_clstr([">Cluster 0", "0\t5nt, >r1...b2... *", "1\t5nt, >r...3... at "
+                        "+/90.00%"]) == {"r1...b2": "0", "r...3": "0"}
     for numbers in ("1,,2", ",1", "1,", "²"):
         with pytest.raises(InputError, match="x.txt: line 1: no sequence numbers"):
             parse_starcode([f"ACGT\t2\t{numbers}"], ids, "x.txt")

@@ -193,6 +193,7 @@ class _Assignments:
         self.name = name
         self.labels: dict[str, str] = {}
         self._line: dict[str, int] = {}
+        self._opened: dict[str, int] = {}
 
     def add(self, number: int, rid: str, label: str, what: str = "cluster label") -> None:
         """Put read ``rid`` (found on line ``number``) in cluster ``label``."""
@@ -205,6 +206,14 @@ class _Assignments:
                              f"line {self._line[rid]})")
         self.labels[rid] = label
         self._line[rid] = number
+
+    def new_cluster(self, number: int, label: str, what: str) -> None:
+        """A record that opens cluster ``label`` (on line ``number``): a second one is two
+        files joined, whose cluster numbers both start at 0 and would merge clusters."""
+        first = self._opened.setdefault(label, number)
+        if first != number:
+            raise InputError(f"{self.name}: line {number}: a second {what} of cluster {label} "
+                             f"(first on line {first}): are two files joined?")
 
 
 def _first_word(label: str) -> str:
@@ -228,6 +237,8 @@ def parse_uc(lines: Iterable[str], name: str = "<uc>") -> dict[str, str]:
         if fields[0] not in ("S", "H", "C", "N") or len(fields) < 9:
             raise InputError(f"{name}: line {number}: not a .uc record (10 tab-separated fields "
                              f"starting with S, H, C or N)")
+        if fields[0] == "S":
+            out.new_cluster(number, fields[1].strip(), "centroid (S) record")
         if fields[0] in ("S", "H"):
             out.add(number, _first_word(fields[8]), fields[1].strip(), "cluster number")
     return out.labels
@@ -246,9 +257,11 @@ def parse_clstr(lines: Iterable[str], name: str = "<clstr>") -> dict[str, str]:
             if len(parts) < 2:
                 raise InputError(f"{name}: line {number}: '>Cluster' without a number")
             cluster = parts[1]
+            out.new_cluster(number, cluster, "'>Cluster' line")
             continue
         start = line.find(">") + 1
-        end = line.find("...", start)
+        # The last '...': CD-HIT's mark after the id, which may hold dots of its own.
+        end = line.rfind("...", start)
         if cluster is None or start == 0 or end < 0:
             where = "member line before any '>Cluster' line" if cluster is None else (
                 "not a member line ('K<TAB>LENnt, >ID... *')")
