@@ -228,3 +228,32 @@ def test_a_staged_run_is_drawn_whole_or_not_at_all(done, tmp_path):
     assert_clean_error(run_cli("report", str(tmp_path / "new"), "-o", str(tmp_path / "x")),
                        "no metrics.jsonl, nor in its stage directories (1-two-ends)")
     assert not (tmp_path / "x").exists()
+
+
+def test_a_summary_not_as_json_writes_it_is_one_line_naming_the_section(done, tmp_path):
+    # Each was "internal error: AttributeError / KeyError / TypeError" from inside the
+    # plotting: a hand-edited summary, or another program's JSON with a "command" key.
+    summary = json.loads((done / "out" / "summary.json").read_text())
+    cases = {
+        "threshold is int, not an object": {"threshold": 5},
+        "threshold has no 'max_dist'": {"threshold": {"histogram": [1, 2, 3]}},
+        "cluster_sizes has no 'clusters'": {"cluster_sizes": {"size": [1]}},
+        "cluster_sizes is list, not an object": {"cluster_sizes": [1, 2]},
+        "consensus has no 'support'": {"consensus": {"strands": 3}},
+        "consensus.confidence.edges is \"a\", not numbers": {"consensus": {
+            **summary["consensus"], "confidence": {"edges": "a", "strands": [1]}}},
+    }
+    for number, (message, broken) in enumerate(cases.items()):
+        path = tmp_path / f"s{number}.json"
+        path.write_text(json.dumps({**summary, **broken}))
+        proc = run_cli("report", str(path), "-o", str(tmp_path / f"p{number}"))
+        err = assert_clean_error(proc, f"{path}: {message} (not a summary as --json writes it)")
+        assert err.count("\n") == 1 and "internal error" not in err, err
+        assert not (tmp_path / f"p{number}").exists()
+    # What --json writes for an empty input (a null threshold, no sizes) still draws.
+    empty = {**summary, "threshold": None, "cluster_sizes": {"size": [], "clusters": []}}
+    (tmp_path / "empty.json").write_text(json.dumps(empty))
+    run_cli("report", str(tmp_path / "empty.json"), "-o", str(tmp_path / "e"), "-q",
+            check=True)
+    assert sorted(p.name for p in (tmp_path / "e").iterdir()) == [
+        "cluster-sizes.png", "consensus-support.png"]

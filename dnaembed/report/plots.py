@@ -175,7 +175,59 @@ def read_summary(path: str | os.PathLike) -> dict:
         raise InputError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(data, dict) or "command" not in data:
         raise InputError(f"{path}: not a dnaembed summary (written by --json)")
+    check_plotted_sections(data, str(path))
     return data
+
+
+#: What each plotted section of a summary needs, as ``--json`` writes it: "number",
+#: "numbers" (a list of them), "text", or a nested section. Peaks and pairs may be null.
+_PLOTTED = {
+    "threshold": {"histogram": "numbers", "max_dist": "number", "source": "text"},
+    "cluster_sizes": {"size": "numbers", "clusters": "numbers"},
+    "consensus": {"strands": "number", "support": {"size": "numbers", "strands": "numbers"},
+                  "confidence": {"edges": "numbers", "strands": "numbers"}},
+}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_section(value: object, spec: object, where: str) -> str | None:
+    """What is wrong with ``value`` against ``spec`` (see ``_PLOTTED``), or None."""
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            return f"{where} is {type(value).__name__}, not an object"
+        for key, inner in spec.items():
+            if key not in value:
+                return f"{where} has no {key!r}"
+            problem = _check_section(value[key], inner, f"{where}.{key}")
+            if problem:
+                return problem
+        return None
+    fine = {"number": _is_number(value), "text": isinstance(value, str),
+            "numbers": isinstance(value, list) and all(map(_is_number, value))}[spec]
+    return None if fine else f"{where} is {json.dumps(value)[:40]}, not {spec}"
+
+
+def check_plotted_sections(summary: Mapping[str, object], name: str) -> None:
+    """Refuse a summary whose plotted sections are not as ``--json`` writes them.
+
+    A hand-edited summary, or another program's JSON with a ``command`` key, otherwise
+    failed inside the plotting as an internal error (``'int' object has no attribute
+    'get'``, ``KeyError: 'max_dist'``). Empty sections (an empty input's null
+    threshold) are not plotted, so not checked.
+    """
+    for section, spec in _PLOTTED.items():
+        value = summary.get(section)
+        if not value:
+            continue
+        problem = _check_section(value, spec, section)
+        if problem is None and section == "cluster_sizes" and len(value["size"]) != len(
+                value["clusters"]):
+            problem = "cluster_sizes: size and clusters differ in length"
+        if problem:
+            raise InputError(f"{name}: {problem} (not a summary as --json writes it)")
 
 
 def stage_directories(run_dir: str | os.PathLike) -> list[Path]:
