@@ -2,6 +2,7 @@
 
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -197,3 +198,24 @@ def test_evaluate_refs_json_names_the_strands_file(sim, tmp_path):
     assert scores["strands_file"] == refs and scores["refs"] == refs
     assert scores["strands"] == scores["references"] == len(read_sequences(refs))
     assert scores["exact"] == 1.0
+
+
+def test_evaluate_refuses_an_empty_reference(tmp_path, write):
+    """An empty reference matched an empty strand exactly ("exact 1.0") and its error per
+    position was 0/0: numpy's RuntimeWarning, two lines of source, on stderr."""
+    write("s.fa", ">s\n\n")
+    write("r.fa", ">x\nACGTACGTAC\n>e\n\n")
+    err = assert_clean_error(run_cli("evaluate", "s.fa", "--refs", "r.fa", cwd=tmp_path),
+                             "r.fa: record 2 (e): empty sequence")
+    assert len(err.strip().splitlines()) == 1 and "Warning" not in err
+    # Empty recovered strands are strands like any other.
+    write("r1.fa", ">x\nACGTACGTAC\n")
+    proc = run_cli("evaluate", "s.fa", "--refs", "r1.fa", "--json", cwd=tmp_path, check=True)
+    assert json.loads(proc.stdout)["found"] == 0.0 and not proc.stderr
+    # The library's scores of an empty reference found: nan, not numpy's 0/0.
+    from dnaembed.evaluate.recovery import recovery_scores
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scores = recovery_scores([""], [""])
+    assert scores["exact"] == 1.0 and np.isnan(scores["error_per_position"])

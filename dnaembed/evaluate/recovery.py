@@ -157,11 +157,13 @@ def _candidate_pairs(
 
 def read_references(path: str | os.PathLike) -> ReadSet:
     """The reference strands of ``path`` (a :class:`~dnaembed.io.sequences.ReadSet`); none is
-    an error: every score against them was nan."""
+    an error: every score against them was nan. So is an empty reference, which a strand
+    of no bases matched exactly and whose error per position was 0/0 (numpy's warning on
+    stderr)."""
     from dnaembed.errors import InputError
     from dnaembed.io.sequences import describe_path, read_sequences
 
-    references = read_sequences(path)
+    references = read_sequences(path, allow_empty=False)
     if not len(references.seqs):
         raise InputError(f"{describe_path(path)}: no reference sequences")
     return references
@@ -201,8 +203,9 @@ def recovery_scores(
         "within_1": frac(has & (dist <= 1)),
         "within_3": frac(has & (dist <= 3)),
         "found": frac(found),
+        # Bases, not references: empty references found (library callers) give no 0/0.
         "error_per_position": float(dist[found].sum() / lengths[found].sum())
-        if found.any()
+        if lengths[found].sum() > 0
         else float("nan"),
         "mean_distance_found": float(dist[found].mean()) if found.any() else float("nan"),
         "strands_not_exact_match": int(len(strands) - len(exact_targets)),
