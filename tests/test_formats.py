@@ -336,3 +336,14 @@ def test_a_table_that_is_not_utf8_is_named_by_its_line(tmp_path):
         name = "<stdin>" if args[0] == "-" else "c.tsv.gz"
         err = assert_clean_error(proc, f"{name}: line 3: not UTF-8 text (byte 0xff)")
         assert len(err.strip().splitlines()) == 1
+
+
+def test_evaluate_a_clustering_of_contaminants_only_is_scored(tmp_path, write):
+    """Its reads are the truth's (strand 'contaminant'): 'none of its read ids is in the
+    truth (are they tables of the same reads?)' was wrong."""
+    write("t.tsv", "r1\tcontaminant\nr2\ts1\n")
+    write("c.tsv", "r1\t0\n")
+    proc = run_cli("evaluate", "c.tsv", "--truth", "t.tsv", "--json", cwd=tmp_path, check=True)
+    scores = json.loads(proc.stdout)
+    assert scores["noise_reads"] == 1 and scores["reads_missing"] == 1
+    assert "c.tsv lacks 1 of the 1 reads of t.tsv" in proc.stderr.decode()

@@ -142,7 +142,8 @@ def evaluate_files(
     if not truth:
         # Every score of no true cluster is nan (a truth of contaminants only).
         raise InputError(f"{describe_path(truth_path)}: no read of a strand")
-    if not any(rid in predicted for rid in truth):
+    # Noise reads are the truth's reads too: a clustering of contaminants alone is scored.
+    if not any(rid in truth or rid in noise for rid in predicted):
         raise InputError(
             f"{describe_path(clusters_path)}: none of its read ids is in "
             f"{describe_path(truth_path)} (are they tables of the same reads?)"
