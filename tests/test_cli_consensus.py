@@ -132,3 +132,32 @@ def test_empty_inputs_give_an_empty_fasta(tmp_path):
     reads.write_text(">a\nACGT\n>b\nACGA\n")
     proc = run_cli("consensus", str(reads), str(table), "-o", str(out), check=True)
     assert b"0 strands from 2 reads" in proc.stdout
+
+
+def test_a_clusters_table_from_a_pipe_is_read_as_a_file_is(simulated, tmp_path):
+    # `consensus READS <(zcat clusters.tsv.gz)` and a named pipe: the table was refused
+    # as "no such file" (only a regular file passed the check), while READS from a pipe,
+    # and the table on standard input, were read.
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    d = simulated
+    expected = run_cli("consensus", str(d / "s.fastq.gz"), str(d / "s.truth.tsv"), "-q",
+                       check=True).stdout
+    script = f'exec "$0" -m dnaembed consensus {d / "s.fastq.gz"} <(gzip -c {d / "s.truth.tsv"}) -q'
+    proc = subprocess.run(["bash", "-c", script, sys.executable], capture_output=True,
+                          env=dict(os.environ, DNAEMBED_NO_PROGRESS="1"), timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout == expected and proc.stderr == b""
+    fifo = tmp_path / "table.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes,
+                              args=((d / "s.truth.tsv").read_bytes(),), daemon=True)
+    writer.start()
+    piped = run_cli("consensus", str(d / "s.fastq.gz"), str(fifo), "-q", timeout=300)
+    assert piped.returncode == 0, piped.stderr.decode()
+    assert piped.stdout == expected
+    assert_clean_error(run_cli("consensus", str(d / "s.fastq.gz"), str(tmp_path / "none")),
+                       "none: no such file")

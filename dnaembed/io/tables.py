@@ -61,8 +61,12 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     from xopen import xopen
 
     name = describe_path(path)
-    if str(path) != "-" and not Path(path).is_file():
+    # Not is_file(): a named pipe or a shell's process substitution (/dev/fd/63) is read
+    # as standard input is; they were refused as "no such file".
+    if str(path) != "-" and not Path(path).exists():
         raise InputError(f"{name}: no such file")
+    if str(path) != "-" and Path(path).is_dir():
+        raise InputError(f"{name}: is a directory, not a table")
     try:
         if str(path) == "-":
             source: IO[bytes] = sys.stdin.buffer
