@@ -201,3 +201,11 @@ def test_refs_with_options_of_random_strands_is_refused(tmp_path, write):
         assert_clean_error(run_cli("simulate", "-o", "s", "--refs", str(refs), *args,
                                    cwd=tmp_path), message, code=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["refs.fa"]
+
+
+def test_output_prefix_that_is_standard_output_is_refused(tmp_path):
+    """`-o -` wrote files named -.fastq.gz, -.truth.tsv and -.refs.fasta (as `run -o -` made a
+    directory named -)."""
+    proc = run_cli("simulate", "-o", "-", "--strands", "3", "-q", cwd=tmp_path)
+    assert_clean_error(proc, "-o/--output is the prefix", "standard output (-)", code=2)
+    assert not proc.stdout and list(tmp_path.iterdir()) == []

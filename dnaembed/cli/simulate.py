@@ -190,9 +190,13 @@ def simulate(prefix: str, seed: int, threads: int, **options) -> None:
     orientation) and PREFIX.refs.fasta; prints a summary. Related pools
     (--window-shift, --shared-region, --partners) keep every design its own strand.
     """
-    from dnaembed.errors import SettingsConflict
+    from dnaembed.errors import SettingsConflict, UsageError
     from dnaembed.sim.simulate import run_simulation
 
+    if prefix == "-":
+        # As `run -o -`: it wrote files named -.fastq.gz, -.truth.tsv and -.refs.fasta.
+        raise UsageError("-o/--output is the prefix of PREFIX.fastq.gz, PREFIX.truth.tsv and "
+                         "PREFIX.refs.fasta: it cannot be standard output (-)")
     _refuse_random_strand_options(options)
     try:
         summary = run_simulation(_plan(options, seed), Path(prefix))
