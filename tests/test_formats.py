@@ -258,6 +258,7 @@ def test_peer_readers_refuse_a_read_twice_empty_ids_and_bad_numbers():
                     "x.clstr")
     with pytest.raises(InputError, match="x.clstr: line 2: empty read id"):
         parse_clstr([">Cluster 0", "0\t5nt, >... *"], "x.clstr")
+    assert parse_mmseqs(["r1 ch=1\tr2 ch=4"]) == {"r2": "r1"}  # createtsv --full-header
     with pytest.raises(InputError, match="x.tsv: line 2: read r1 listed twice"):
         parse_mmseqs(["r1\tr1", "r2\tr1"], "x.tsv")
     with pytest.raises(InputError, match="x.tsv: line 1: read r2: empty representative"):

@@ -218,7 +218,7 @@ class _Assignments:
 
 def _first_word(label: str) -> str:
     """A read id is its record name up to the first whitespace (as the reads' readers take
-    it): vsearch --notrunclabels writes whole FASTA headers, descriptions included."""
+    it): vsearch --notrunclabels and MMseqs2 --full-header write whole FASTA headers."""
     words = label.split(maxsplit=1)
     return words[0] if words else ""
 
@@ -271,13 +271,16 @@ def parse_clstr(lines: Iterable[str], name: str = "<clstr>") -> dict[str, str]:
 
 
 def parse_mmseqs(lines: Iterable[str], name: str = "<mmseqs>") -> dict[str, str]:
-    """MMseqs2 cluster TSV: ``representative<TAB>member``; the representative is the label."""
+    """MMseqs2 cluster TSV: ``representative<TAB>member``; the representative is the label.
+
+    Ids are taken up to the first whitespace (``createtsv --full-header`` writes headers).
+    """
     out = _Assignments(name)
     for number, line in _rows(lines):
         fields = line.split("\t")
         if len(fields) < 2:
             raise InputError(f"{name}: line {number}: expected representative<TAB>member")
-        out.add(number, fields[1].strip(), fields[0].strip(), "representative")
+        out.add(number, _first_word(fields[1]), _first_word(fields[0]), "representative")
     return out.labels
 
 
