@@ -348,3 +348,17 @@ def test_evaluate_a_clustering_of_contaminants_only_is_scored(tmp_path, write):
     scores = json.loads(proc.stdout)
     assert scores["noise_reads"] == 1 and scores["reads_missing"] == 1
     assert "c.tsv lacks 1 of the 1 reads of t.tsv" in proc.stderr.decode()
+
+
+def test_a_table_cut_short_is_named_with_the_lines_read(tmp_path):
+    """A truncated gzip truth said only "cannot read: Compressed file ended ..."."""
+    rows = "".join(f"r{i}\ts{i % 50}\n" for i in range(20_000)).encode()
+    whole = gzip.compress(rows)
+    (tmp_path / "t.tsv.gz").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "c.tsv").write_text("r1\t0\n")
+    for args, stdin in ((["--truth", "t.tsv.gz"], None),
+                        (["--truth", "-"], whole[: len(whole) // 2])):
+        err = assert_clean_error(run_cli("evaluate", "c.tsv", *args, cwd=tmp_path, stdin=stdin),
+                                 "cannot read after line ", "ended before")
+        lines = int(re.search(r"after line (\d+):", err).group(1))
+        assert 0 < lines < 20_000 and len(err.strip().splitlines()) == 1

@@ -73,11 +73,21 @@ def read_lines(path: str | os.PathLike) -> list[str]:
         else:
             # A nameless stream: xopen then detects compression by content, not by suffix.
             source = io.BytesIO(Path(path).read_bytes())
-        with xopen(source, "rb", threads=0) as raw:
-            data = raw.read()
     except READ_ERRORS as e:
         raise InputError(f"{name}: cannot read: {e}") from None
-    return _decoded_lines(data, name)
+    data = bytearray()
+    try:
+        with xopen(source, "rb", threads=0) as raw:
+            # In blocks, read1(): read() dropped what it had decompressed when the stream was
+            # cut short or corrupt, so the lines before could not be named.
+            read = getattr(raw, "read1", raw.read)
+            while block := read(1 << 16):
+                data += block
+    except READ_ERRORS as e:
+        lines = data.count(b"\n")
+        where = f" after line {lines}" if lines else ""
+        raise InputError(f"{name}: cannot read{where}: {e}") from None
+    return _decoded_lines(bytes(data), name)
 
 
 def _decoded_lines(data: bytes, name: str) -> list[str]:
