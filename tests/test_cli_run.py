@@ -127,3 +127,21 @@ def test_demo_runs_the_whole_chain(tmp_path):
     for name in ("reads.fastq.gz", "reads.truth.tsv", "reads.refs.fasta", "clusters.tsv",
                  "strands.fasta"):
         assert (tmp_path / "demo" / name).exists(), name
+
+
+def test_a_truth_on_standard_input_is_scored_and_messages_name_the_outputs(sim, tmp_path):
+    # `--truth -` was read once to check it, then again to score: "internal error:
+    # ValueError: I/O operation on closed file". And the warning of clustered reads the
+    # truth lacks named clusters.tsv by its temporary path, OUT/.dnaembed-XXXX.tmp/...
+    lines = (sim / "s.truth.tsv").read_text().splitlines()
+    (tmp_path / "half.tsv").write_text("\n".join(lines[: len(lines) // 2]) + "\n")
+    by_file = run_cli("run", str(sim / "s.fastq.gz"), "-o", str(tmp_path / "a"), "--truth",
+                      str(tmp_path / "half.tsv"), "--json", check=True)
+    piped = run_cli("run", str(sim / "s.fastq.gz"), "-o", str(tmp_path / "b"), "--truth", "-",
+                    "--json", stdin=(tmp_path / "half.tsv").read_bytes())
+    assert piped.returncode == 0, piped.stderr.decode()
+    scores = [json.loads(p.stdout)["scores"] for p in (by_file, piped)]
+    assert scores[0] == scores[1] and scores[0]["clustering"]["A_0.9"] < 0.9
+    err = piped.stderr.decode()
+    assert f"{tmp_path / 'b' / 'clusters.tsv'}: " in err and "are not in <stdin>" in err, err
+    assert ".dnaembed-" not in err + by_file.stderr.decode()

@@ -260,7 +260,7 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
     consensus on it too when it is Dask (:func:`dnaembed.pipeline.strands_from_files`).
     """
     from dnaembed.cli.execution import open_executor
-    from dnaembed.evaluate.clustering import read_truth
+    from dnaembed.evaluate.clustering import read_truth_labels
     from dnaembed.evaluate.recovery import read_references
     from dnaembed.log import freeze_long_lived, set_threads
     from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
@@ -279,8 +279,9 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
         model_path = search_model_name(model_path, "graph")
         # The references and the truth before the long work: a bad file fails fast.
         ref_set = read_references(refs) if refs else None
-        if truth is not None:
-            read_truth(truth)
+        # Read once, kept for the scores: a truth on standard input or a pipe ends
+        # after one read (scoring it again failed with "I/O operation on closed file").
+        truth_labels = read_truth_labels(truth) if truth is not None else None
         graph = {"max_dist": max_dist, "partition_size": partition_size}
         with (
             open_executor(workers, scheduler, threads, memory, graph) as executor,
@@ -299,7 +300,8 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
                 _write_run(out, store.ids, result, strands, _run_header(params),
                            strand)
             n_reads = len(store)
-        scores = _run_scores(out.path("clusters.tsv"), truth, ref_set, strands, cores)
+        scores = _run_scores(out.path("clusters.tsv"), truth, truth_labels, ref_set,
+                             strands, cores)
         summary = _run_summary(params, seed, n_reads, result, strands, checkpoint,
                                      timings, scores, list(files.values()))
         finish(out, summary, json_path, plot_dir)
@@ -334,13 +336,15 @@ def _write_run(out: OutputSet, ids, result, strands, header: str, strand: str) -
     write_strand_report(out.path("strands.tsv"), strands, header=header)
 
 
-def _run_scores(clusters_path, truth, ref_set, strands, workers: int) -> dict[str, object]:
+def _run_scores(clusters_path, truth, truth_labels, ref_set, strands,
+                workers: int) -> dict[str, object]:
     """Clustering scores against the truth, recovery scores against the references."""
     scores: dict[str, object] = {}
     if truth is not None:
         from dnaembed.evaluate.clustering import evaluate_files
 
-        scores["clustering"] = evaluate_files(clusters_path, truth)
+        scores["clustering"] = evaluate_files(clusters_path, truth,
+                                              truth_labels=truth_labels)
     if ref_set is not None:
         from dnaembed.evaluate.recovery import recovery_scores
 

@@ -18,7 +18,7 @@ set's ``read_id oligo_id strand``."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dnaembed.errors import InputError
 from dnaembed.io.sequences import describe_path
@@ -97,12 +97,20 @@ def read_truth(path: str | os.PathLike) -> tuple[dict[str, str], int]:
     return truth, len(noise)
 
 
-def _truth_and_noise(path: str | os.PathLike) -> tuple[dict[str, str], set[str]]:
-    """Truth labels without the noise reads; the noise reads' ids. An empty table is an
-    error: every score of it was nan."""
+def read_truth_labels(path: str | os.PathLike) -> dict[str, str]:
+    """Every row's label, noise reads' included. An empty table is an error: every score
+    of it was nan."""
     labels = read_labels(path)
     if not labels:
         raise InputError(f"{describe_path(path)}: no reads (an empty truth table)")
+    return labels
+
+
+def _truth_and_noise(path: str | os.PathLike, labels: Mapping[str, str] | None = None
+                     ) -> tuple[dict[str, str], set[str]]:
+    """Truth labels without the noise reads; the noise reads' ids (of ``labels``, the
+    table at ``path`` already read, when given)."""
+    labels = read_truth_labels(path) if labels is None else labels
     truth = {rid: label for rid, label in labels.items() if label not in NOISE_LABELS}
     return truth, {rid for rid, label in labels.items() if label in NOISE_LABELS}
 
@@ -113,8 +121,12 @@ def evaluate_files(
     *,
     fmt: str = "tsv",
     reads_path: str | os.PathLike | None = None,
+    truth_labels: Mapping[str, str] | None = None,
 ) -> dict:
     """Scores of a clusters file (format ``fmt``) against a truth table (see the module notes).
+
+    ``truth_labels``: the truth table already read (:func:`read_truth_labels`), which
+    a truth on standard input or a pipe needs: it can be read only once.
 
     ``reads_path``: the reads the tool clustered, in its input order (Starcode
     numbers its input lines); with it, a read id of the clusters that is not a
@@ -135,7 +147,7 @@ def evaluate_files(
         # file is a failed or truncated run, which scored every read a singleton.
         raise InputError(f"{describe_path(clusters_path)}: no clustered reads (an empty "
                          "clusters file)")
-    truth, noise = _truth_and_noise(truth_path)
+    truth, noise = _truth_and_noise(truth_path, truth_labels)
     if read_ids is not None:
         _check_reads(predicted, read_ids, clusters_path, reads_path)
         truth, noise = _within_reads(truth, noise, read_ids, truth_path, reads_path)

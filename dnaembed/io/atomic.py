@@ -62,6 +62,13 @@ def _display(path: Path) -> Path:
     return _PENDING.get(path, path)
 
 
+def destination_of(path: str | os.PathLike) -> Path | None:
+    """The destination that temporary path ``path`` of an open :class:`OutputSet` stands
+    for, or None: a command that reads its own output back before publishing it (``run
+    --truth`` scores its clusters.tsv) names the destination in its messages."""
+    return _PENDING.get(Path(path))
+
+
 #: Paths that name an open stream of this process: its standard output or error, a file
 #: descriptor (what a shell's process substitution passes).
 _STREAM_PATH = re.compile(r"/dev/(?:stdout|stderr|fd/\d+)|/proc/(?:self|\d+)/fd/\d+")

@@ -72,8 +72,13 @@ class ReadSet:
 
 
 def describe_path(path: str | os.PathLike) -> str:
-    """How a path is named in messages ('-' is standard input)."""
-    return "<stdin>" if str(path) == "-" else str(path)
+    """How a path is named in messages ('-' is standard input; an output not yet
+    published, by its destination rather than its temporary path)."""
+    from dnaembed.io.atomic import destination_of
+
+    if str(path) == "-":
+        return "<stdin>"
+    return str(destination_of(path) or path)
 
 
 def check_readable(path: str | os.PathLike) -> None:
