@@ -362,3 +362,26 @@ def test_a_table_cut_short_is_named_with_the_lines_read(tmp_path):
                                  "cannot read after line ", "ended before")
         lines = int(re.search(r"after line (\d+):", err).group(1))
         assert 0 < lines < 20_000 and len(err.strip().splitlines()) == 1
+
+
+def test_evaluate_with_the_wrong_format_names_the_right_one(sim, tmp_path):
+    """A .uc file read as the default tsv failed with "read H listed twice", a .clstr with
+    "expected at least 2 tab-separated columns": the format was not named."""
+    truth = str(sim / "s.truth.tsv")
+    run_cli("cluster", str(sim / "s.fastq.gz"), "-o", str(tmp_path / "c.tsv"), "-q",
+            check=True)
+    for fmt in ("clstr", "mmseqs"):
+        run_cli("cluster", str(sim / "s.fastq.gz"), "-o", str(tmp_path / f"c.{fmt}"),
+                "--format", fmt, "-q", check=True)
+    cases = [(sim / "c.uc", "tsv", "uc"), (tmp_path / "c.clstr", "tsv", "clstr"),
+             (tmp_path / "c.mmseqs", "tsv", "mmseqs"), (tmp_path / "c.tsv", "uc", "tsv"),
+             (tmp_path / "c.tsv", "mmseqs", "tsv"), (sim / "c.uc", "clstr", "uc")]
+    for path, given, right in cases:
+        err = assert_clean_error(run_cli("evaluate", str(path), "--format", given, "--truth",
+                                         truth), f"give --format {right})")
+        assert len(err.strip().splitlines()) == 1
+    # The right format still scores them alike.
+    got = {fmt: json.loads(run_cli("evaluate", str(path), "--format", fmt, "--truth", truth,
+                                   "--json", check=True).stdout)["ARI"]
+           for path, _, fmt in cases[:4]}
+    assert len(set(got.values())) == 1

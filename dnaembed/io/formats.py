@@ -312,8 +312,20 @@ def read_assignments(
 ) -> dict[str, str]:
     """``read_id -> cluster label`` from a clusters file in format ``fmt`` (READ_FORMATS).
 
-    ``read_ids`` (the reads in input order) is needed for ``starcode``.
+    ``read_ids`` (the reads in input order) is needed for ``starcode``. A file that fails
+    to parse and looks like another format's is an error that names that format.
     """
+    try:
+        return _parse_file(path, fmt, read_ids)
+    except InputError as e:
+        hint = _format_hint(path, fmt)
+        if not hint:
+            raise
+        raise InputError(f"{e}{hint}") from None
+
+
+def _parse_file(path: str | os.PathLike, fmt: str, read_ids: Sequence[str] | None
+                ) -> dict[str, str]:
     from dnaembed.io.sequences import describe_path
     from dnaembed.io.tables import read_labels, read_lines
 
@@ -330,3 +342,54 @@ def read_assignments(
     if fmt not in parsers:
         raise InputError(f"unknown clusters format {fmt!r} (use {', '.join(READ_FORMATS)})")
     return parsers[fmt](lines, name)
+
+
+#: How each format is named in a hint.
+_FORMAT_NAMES = {"tsv": "a dnaembed clusters table", "uc": "a vsearch .uc file",
+                 "clstr": "a CD-HIT .clstr file", "mmseqs": "an MMseqs2 cluster TSV",
+                 "starcode": "starcode --seq-id output"}
+
+
+def guess_format(lines: Sequence[str]) -> str | None:
+    """The format (READ_FORMATS) that the first lines of a clusters file look like, if any.
+
+    Only what sets a format apart is looked at: a ``.clstr`` header, a ``.uc`` record, a
+    dnaembed header line, starcode's sequence and numbers, MMseqs2's first line (the
+    representative, its own member). A plain two-column table is none of them.
+    """
+    rows = [line.rstrip("\r\n") for line in lines[:200] if line.strip()]
+    if not rows:
+        return None
+    if rows[0].startswith(">Cluster"):
+        return "clstr"
+    if rows[0].startswith(("# dnaembed", "#read_id\t")):
+        return "tsv"
+    data = [row for row in rows if not row.startswith("#")]
+    fields = data[0].split("\t") if data else []
+    if len(fields) >= 9 and fields[0] in ("S", "H", "C", "N"):
+        return "uc"
+    if (len(fields) >= 3 and re.fullmatch(r"[ACGTNacgtn]+", fields[0])
+            and _NUMBERS.fullmatch(fields[-1])):
+        return "starcode"
+    if len(fields) == 2 and fields[0] == fields[1]:
+        return "mmseqs"
+    return None
+
+
+def _format_hint(path: str | os.PathLike, fmt: str) -> str:
+    """`` (it looks like X: give --format Y)`` when the file looks like another format.
+
+    The file is read again (only on this error path): standard input cannot be, so it
+    gets no hint.
+    """
+    from dnaembed.io.tables import read_lines
+
+    if str(path) == "-":
+        return ""
+    try:
+        guess = guess_format(read_lines(path))
+    except InputError:
+        return ""
+    if guess is None or guess == fmt:
+        return ""
+    return f" (it looks like {_FORMAT_NAMES[guess]}: give --format {guess})"
