@@ -161,3 +161,24 @@ def test_a_clusters_table_from_a_pipe_is_read_as_a_file_is(simulated, tmp_path):
     assert piped.stdout == expected
     assert_clean_error(run_cli("consensus", str(d / "s.fastq.gz"), str(tmp_path / "none")),
                        "none: no such file")
+
+
+def test_a_cluster_id_with_whitespace_is_refused_before_the_work(simulated, tmp_path):
+    # A table from another tool with ids like "Cluster 13": every strand of the FASTA was
+    # named "Cluster" (a FASTA name ends at the first space), unlike strands.tsv's ids.
+    d = simulated
+    rows = [line.split("\t") for line in (d / "s.truth.tsv").read_text().splitlines()
+            if not line.startswith("#")]
+    table = tmp_path / "spaced.tsv"
+    table.write_text("".join(f"{r[0]}\tCluster {r[1]}\n" for r in rows))
+    out = tmp_path / "s.fasta"
+    proc = run_cli("consensus", str(d / "s.fastq.gz"), str(table), "-o", str(out),
+                   "--report", str(tmp_path / "r.tsv"))
+    err = assert_clean_error(proc, f"{table}: read {rows[0][0]}: cluster id "
+                             f"'Cluster {rows[0][1]}' holds whitespace")
+    assert err.count("\n") == 1 and sorted(p.name for p in tmp_path.iterdir()) == [
+        "spaced.tsv"]
+    table.write_text("".join(f"{r[0]}\tCluster_{r[1]}\n" for r in rows))
+    run_cli("consensus", str(d / "s.fastq.gz"), str(table), "-o", str(out), "-q",
+            check=True)
+    assert len(set(read_sequences(out).ids)) == 60

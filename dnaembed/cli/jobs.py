@@ -195,6 +195,7 @@ def consensus_job(reads: str, clusters: str, *, outputs: Mapping[str, str | None
                   seed: int, threads: int) -> tuple[int, list]:
     """`dnaembed consensus`: one strand per cluster; (number of reads, the strands)."""
     from dnaembed.consensus import consensus_strands, write_strand_report, write_strands
+    from dnaembed.consensus.strands import check_cluster_ids
     from dnaembed.io.sequences import describe_path, read_sequences
     from dnaembed.io.tables import cluster_id_key, command_header, read_cluster_table
     from dnaembed.report.summary import command_summary, size_histogram
@@ -204,6 +205,7 @@ def consensus_job(reads: str, clusters: str, *, outputs: Mapping[str, str | None
         with timings("read"):
             readset = read_sequences(reads)
             table = read_cluster_table(clusters, readset.ids)
+        check_cluster_ids(table.labels, describe_path(clusters))
         absent = len(readset) - len(table.labels)
         if absent:
             logger.info("%d of %d reads are in no cluster of %s: ignored", absent,

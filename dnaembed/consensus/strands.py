@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from dnaembed.errors import DnaembedError, InputError
 
 
 @dataclass
@@ -47,15 +49,39 @@ def length_tolerance(length: int) -> int:
     return max(3, math.ceil(0.03 * length))
 
 
+def _has_space(text: str) -> bool:
+    return any(c.isspace() for c in text)
+
+
+def check_cluster_ids(labels: Mapping[str, str], name: str) -> None:
+    """Refuse a cluster id that cannot be a strand's FASTA name (it holds whitespace).
+
+    A strand is named by its cluster id, and a FASTA record's name ends at the first
+    whitespace: a table from another tool with ids like ``Cluster 13`` gave every strand
+    the name ``Cluster`` (strands.tsv, which holds the whole id, no longer matched).
+    ``name``: how the table is named in the message.
+    """
+    for rid, cluster in labels.items():
+        if _has_space(cluster):
+            raise InputError(f"{name}: read {rid}: cluster id {cluster!r} holds whitespace, "
+                             "but it names the cluster's strand in the FASTA output, whose "
+                             "names end at the first space")
+
+
 def write_strands(
     path: str | os.PathLike, strands: Sequence[ConsensusStrand], *, medoid_only: bool = False
 ) -> None:
     """FASTA of the strands (atomic): name = cluster id, description = size and confidence.
 
-    ``medoid_only``: write each cluster's medoid (the baseline) instead.
+    ``medoid_only``: write each cluster's medoid (the baseline) instead. A cluster id
+    with whitespace is an error (see :func:`check_cluster_ids`).
     """
     from dnaembed.io.sequences import write_sequences
 
+    spaced = next((s.cluster_id for s in strands if _has_space(str(s.cluster_id))), None)
+    if spaced is not None:
+        raise DnaembedError(f"cluster id {spaced!r} holds whitespace: it cannot name a "
+                            "strand in FASTA (see check_cluster_ids)")
     names = [f"{s.cluster_id} {s.description()}" for s in strands]
     write_sequences(path, names, [s.medoid if medoid_only else s.sequence for s in strands])
 
