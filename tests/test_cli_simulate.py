@@ -209,3 +209,15 @@ def test_output_prefix_that_is_standard_output_is_refused(tmp_path):
     proc = run_cli("simulate", "-o", "-", "--strands", "3", "-q", cwd=tmp_path)
     assert_clean_error(proc, "-o/--output is the prefix", "standard output (-)", code=2)
     assert not proc.stdout and list(tmp_path.iterdir()) == []
+
+
+def test_a_reference_named_like_noise_is_refused(tmp_path, write):
+    """A strand named 'contaminant' (or NA, -, *) made a truth whose reads `evaluate` took for
+    contaminants: three strands scored as one true cluster."""
+    seq = "ACGTTGCATGCATGCATGCAAGTCGATCGATCGTAGCTAGCTAGCTAGCATCGATCGATCGAT"
+    for name in ("contaminant", "NA", "-"):
+        refs = write(f"{name}.fa", f">ok\n{seq}\n>{name} a description\n{seq[::-1]}\n")
+        proc = run_cli("simulate", "--refs", str(refs), "-o", str(tmp_path / "s"), "-q")
+        assert_clean_error(proc, f"{name}.fa: record 2 ({name}): a strand id that a truth "
+                           "table keeps for reads of no strand")
+        assert not list(tmp_path.glob("s.*"))

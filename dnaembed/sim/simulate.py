@@ -23,12 +23,25 @@ from dnaembed.encoding import (
     reverse_segments,
     segment_ids,
 )
-from dnaembed.errors import DnaembedError, SettingsConflict
+from dnaembed.errors import DnaembedError, InputError, SettingsConflict
 from dnaembed.sim.channel import Channel, aligned_rates, calibrated, transmit
 from dnaembed.sim.coverage import Coverage
 from dnaembed.sim.designs import RelatedDesigns
 
 CONTAMINANT = "contaminant"
+
+
+def _check_strand_ids(ids: list[str], path: str) -> None:
+    """Refuse a reference whose id the truth gives reads of no strand ('contaminant', 'NA',
+    ...): its reads were scored as contaminants by ``evaluate``, three strands as one."""
+    from dnaembed.evaluate.clustering import NOISE_LABELS
+    from dnaembed.io.sequences import describe_path
+
+    for number, rid in enumerate(ids, start=1):
+        if rid in NOISE_LABELS:
+            raise InputError(f"{describe_path(path)}: record {number} ({rid}): a strand id "
+                             "that a truth table keeps for reads of no strand (one of "
+                             f"{', '.join(sorted(x for x in NOISE_LABELS if x))}): rename it")
 
 
 @dataclass(frozen=True)
@@ -376,6 +389,7 @@ class SimulationPlan:
             refs = read_sequences(self.refs, allow_empty=False)
             if len(refs) == 0:
                 raise DnaembedError(f"{self.refs}: no strands in the file")
+            _check_strand_ids(refs.ids, self.refs)
             with self._measured_against():
                 related.check(min(len(s) for s in refs.seqs))
             return refs.ids, refs.seqs
