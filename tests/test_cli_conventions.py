@@ -12,7 +12,7 @@ import time
 
 import psutil
 import pytest
-from conftest import run_cli
+from conftest import assert_clean_error, run_cli
 
 from dnaembed.cli import cli
 
@@ -136,3 +136,17 @@ def test_the_periodic_line_says_1_task_not_1_tasks():
     with progress_bar(desc="embedding", total=3, unit=" chunks") as bar:
         bar.update(1)
         assert "embedding: 1 of 3 chunks (33%)" in status_line()
+
+
+def test_log_to_standard_output_is_refused(tmp_path):
+    """`--log -` wrote a file named '-' (while `--json - --log -` was refused as both being
+    standard output)."""
+    (tmp_path / "t.tsv").write_text("r1\ts1\n")
+    (tmp_path / "c.tsv").write_text("r1\t0\n")
+    for args in (["evaluate", "c.tsv", "--truth", "t.tsv"], ["simulate", "-o", "s",
+                                                             "--strands", "2"]):
+        proc = run_cli(*args, "--log", "-", cwd=tmp_path)
+        err = assert_clean_error(proc, "--log -: the log goes to standard error already",
+                                 code=2)
+        assert len(err.strip().splitlines()) == 1 and not proc.stdout
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tsv", "t.tsv"]

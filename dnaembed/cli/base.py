@@ -71,6 +71,13 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args, quiet: bool, verbose: int, log_file: str | None, **kwargs):
         from dnaembed.io.atomic import check_distinct, set_log_file
 
+        if log_file == "-":
+            # It wrote a file named '-' (what '-' names elsewhere is standard output, which
+            # holds results and never the log).
+            from dnaembed.errors import UsageError
+
+            raise UsageError("--log -: the log goes to standard error already; --log takes a "
+                             "file (standard output holds the results)")
         if log_file is not None:
             inputs, outputs = _path_arguments(kwargs)
             check_distinct(inputs, {**outputs, "--log": log_file})
