@@ -182,3 +182,29 @@ def test_a_cluster_id_with_whitespace_is_refused_before_the_work(simulated, tmp_
     run_cli("consensus", str(d / "s.fastq.gz"), str(table), "-o", str(out), "-q",
             check=True)
     assert len(set(read_sequences(out).ids)) == 60
+
+
+def test_another_tools_clusters_file_is_read_with_format_and_named_without(simulated,
+                                                                           tmp_path):
+    # A vsearch .uc file given as CLUSTERS failed "read H: listed twice", a .clstr file
+    # "line 1: expected at least 2 tab-separated columns": no word of what the file was,
+    # and no way to read it.
+    reads = str(simulated / "s.fastq.gz")
+    run_cli("cluster", reads, "-o", str(tmp_path / "c.tsv"), "-q", "--seed", "1", check=True)
+    expected = run_cli("consensus", reads, str(tmp_path / "c.tsv"), "--orientation", "infer",
+                       "-q", check=True).stdout
+    assert expected.count(b">") >= 55
+    for fmt, name in (("uc", "a vsearch .uc file"), ("clstr", "a CD-HIT .clstr file"),
+                      ("mmseqs", "an MMseqs2 cluster TSV")):
+        path = tmp_path / f"c.{fmt}"
+        run_cli("cluster", reads, "-o", str(path), "--format", fmt, "-q", "--seed", "1",
+                check=True)
+        err = assert_clean_error(run_cli("consensus", reads, str(path), "-o",
+                                         str(tmp_path / "x.fa")),
+                                 f"{path}: ", f"(it looks like {name}: give --format {fmt})")
+        assert err.count("\n") == 1 and not (tmp_path / "x.fa").exists()
+        out = run_cli("consensus", reads, str(path), "--format", fmt, "-q", check=True).stdout
+        if fmt == "mmseqs":  # clusters named by their representative read, not numbered
+            assert sorted(out.splitlines()[1::2]) == sorted(expected.splitlines()[1::2])
+        else:
+            assert out == expected

@@ -19,6 +19,16 @@ from dnaembed.cli.base import cli, common_options, echo_result, json_option, plo
     help="Strands (FASTA; .gz compresses; - for standard output).",
 )
 @click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["tsv", "uc", "clstr", "mmseqs", "starcode"]),
+    default="tsv",
+    show_default=True,
+    help="Format of CLUSTERS: dnaembed's table, or another tool's (vsearch --uc, CD-HIT "
+    ".clstr, MMseqs2 cluster TSV, starcode --seq-id: its line numbers, READS in its input "
+    "order). Orientations come from the table's third column only.",
+)
+@click.option(
     "--length",
     "expected_length",
     type=click.IntRange(min=1),
@@ -65,6 +75,7 @@ def consensus(
     reads: str,
     clusters: str,
     output: str,
+    fmt: str,
     orientation: str,
     report: str | None,
     json_path: str | None,
@@ -77,8 +88,9 @@ def consensus(
 
     READS is the FASTA/FASTQ that was clustered; CLUSTERS a TSV of
     read_id<TAB>cluster_id[<TAB>orientation] (what `dnaembed cluster` writes; a
-    truth table works too). Reads absent from CLUSTERS are ignored; a read id
-    in CLUSTERS that is not in READS is an error. Writes one FASTA record per
+    truth table works too), or another tool's clusters (--format). Reads absent
+    from CLUSTERS are ignored; a read id in CLUSTERS that is not in READS is an
+    error. Writes one FASTA record per
     cluster, in cluster id order: the cluster id, then size=, confidence=
     (fraction of positions no single read could overturn), agreement= and
     distance= (mean edit distance of the reads to the strand).
@@ -89,7 +101,7 @@ def consensus(
     outputs = {"-o/--output": output, "--report": report, "--json": json_path}
     n_reads, strands = consensus_job(reads, clusters, outputs=outputs, plot_dir=plot_dir,
                                      orientation=orientation, options=options, seed=seed,
-                                     threads=threads)
+                                     threads=threads, fmt=fmt)
     if not strands:
         logger.warning("no cluster with at least %d read(s): writing no strand",
                        options["min_size"])

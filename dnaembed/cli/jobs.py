@@ -18,6 +18,7 @@ from dnaembed.log import Timings, logger
 
 if TYPE_CHECKING:
     from dnaembed.cluster.result import ClusterResult
+    from dnaembed.io.tables import ClusterTable
 
 #: Per method, the options that its estimator takes (the others are left out).
 METHOD_PARAMS = {"graph": ("max_dist",), "kmeans": ("n_clusters", "refine"),
@@ -192,19 +193,19 @@ class _ClusterOutputs:
 
 def consensus_job(reads: str, clusters: str, *, outputs: Mapping[str, str | None],
                   plot_dir: str | None, orientation: str, options: Mapping[str, object],
-                  seed: int, threads: int) -> tuple[int, list]:
+                  seed: int, threads: int, fmt: str = "tsv") -> tuple[int, list]:
     """`dnaembed consensus`: one strand per cluster; (number of reads, the strands)."""
     from dnaembed.consensus import consensus_strands, write_strand_report, write_strands
     from dnaembed.consensus.strands import check_cluster_ids
     from dnaembed.io.sequences import describe_path, read_sequences
-    from dnaembed.io.tables import cluster_id_key, command_header, read_cluster_table
+    from dnaembed.io.tables import cluster_id_key, command_header
     from dnaembed.report.summary import command_summary, size_histogram
 
     timings = Timings()
     with open_outputs(outputs, {"READS": reads, "CLUSTERS": clusters}, plot_dir) as out:
         with timings("read"):
             readset = read_sequences(reads)
-            table = read_cluster_table(clusters, readset.ids)
+            table = _cluster_table(clusters, fmt, readset.ids)
         check_cluster_ids(table.labels, describe_path(clusters))
         absent = len(readset) - len(table.labels)
         if absent:
@@ -236,6 +237,34 @@ def consensus_job(reads: str, clusters: str, *, outputs: Mapping[str, str | None
         summary["cluster_sizes"] = sizes
         finish(out, summary, outputs.get("--json"), plot_dir)
     return len(readset), strands
+
+
+def _cluster_table(clusters: str, fmt: str, read_ids: Sequence[str]) -> ClusterTable:
+    """CLUSTERS in format ``fmt`` (orientations from dnaembed's table only); a read id
+    that is not among ``read_ids`` is an error."""
+    from dnaembed.errors import InputError
+    from dnaembed.io.formats import read_assignments
+    from dnaembed.io.sequences import describe_path
+    from dnaembed.io.tables import ClusterTable, read_cluster_table
+
+    if fmt == "tsv":
+        try:
+            return read_cluster_table(clusters, read_ids)
+        except InputError:
+            # Another tool's file read as a table failed as "read H: listed twice":
+            # read_assignments' parse of it fails alike and names the format it looks
+            # like (standard input cannot be read again).
+            if clusters != "-":
+                read_assignments(clusters, "tsv")
+            raise
+    labels = read_assignments(clusters, fmt, read_ids)
+    known = set(read_ids)
+    unknown = [rid for rid in labels if rid not in known]
+    if unknown:
+        raise InputError(f"{describe_path(clusters)}: read {unknown[0]}: not in the reads "
+                         f"file ({len(unknown)} of {len(labels)} read ids unknown: is it the "
+                         "clusters file of these reads?)")
+    return ClusterTable(labels, None)
 
 
 def _label_counts(labels: Mapping[str, str]) -> dict[str, int]:
