@@ -222,7 +222,8 @@ def consensus_job(reads: str, clusters: str, *, outputs: Mapping[str, str | None
                 min_size=options["min_size"], orientation=given, refine=not medoid_only,
                 max_iterations=options["max_iterations"], seed=seed, threads=threads)
         strands.sort(key=lambda s: cluster_id_key(s.cluster_id))
-        params = {"reads": reads, "clusters": clusters, "orientation": orientation,
+        params = {"reads": reads, "clusters": clusters,
+                  "format": fmt, "orientation": orientation,
                   "seed": seed, **{k: v for k, v in options.items() if v not in (None, False)}}
         with timings("write"):
             write_strands(out.path("-o/--output"), strands, medoid_only=medoid_only)
@@ -243,9 +244,9 @@ def _cluster_table(clusters: str, fmt: str, read_ids: Sequence[str]) -> ClusterT
     """CLUSTERS in format ``fmt`` (orientations from dnaembed's table only); a read id
     that is not among ``read_ids`` is an error."""
     from dnaembed.errors import InputError
-    from dnaembed.io.formats import read_assignments
+    from dnaembed.io.formats import guess_format, read_assignments
     from dnaembed.io.sequences import describe_path
-    from dnaembed.io.tables import ClusterTable, read_cluster_table
+    from dnaembed.io.tables import ClusterTable, read_cluster_table, read_lines
 
     if fmt == "tsv":
         try:
@@ -254,7 +255,7 @@ def _cluster_table(clusters: str, fmt: str, read_ids: Sequence[str]) -> ClusterT
             # Another tool's file read as a table failed as "read H: listed twice":
             # read_assignments' parse of it fails alike and names the format it looks
             # like (standard input cannot be read again).
-            if clusters != "-":
+            if clusters != "-" and guess_format(read_lines(clusters)) not in (None, "tsv"):
                 read_assignments(clusters, "tsv")
             raise
     labels = read_assignments(clusters, fmt, read_ids)
