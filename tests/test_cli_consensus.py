@@ -208,3 +208,20 @@ def test_another_tools_clusters_file_is_read_with_format_and_named_without(simul
             assert sorted(out.splitlines()[1::2]) == sorted(expected.splitlines()[1::2])
         else:
             assert out == expected
+
+
+def test_a_table_with_a_byte_order_mark_reads_as_without(simulated, tmp_path):
+    # Notepad's UTF-8 or a spreadsheet's export starts the file with a byte-order mark: it
+    # became part of the first read id ("read \ufeffr1: not in the reads file", the mark
+    # invisible) or of the column line, which was then read as a read.
+    d = simulated
+    expected = run_cli("consensus", str(d / "s.fastq.gz"), str(d / "s.truth.tsv"), "-q",
+                       check=True).stdout
+    text = (d / "s.truth.tsv").read_bytes()
+    no_header = b"".join(line for line in text.splitlines(keepends=True)
+                         if not line.startswith(b"#"))
+    for name, body in (("bom.tsv", text), ("bom-rows.tsv", no_header)):
+        (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + body)
+        proc = run_cli("consensus", str(d / "s.fastq.gz"), str(tmp_path / name), "-q")
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert proc.stdout == expected

@@ -92,7 +92,10 @@ def read_lines(path: str | os.PathLike) -> list[str]:
 
 def _decoded_lines(data: bytes, name: str) -> list[str]:
     """The lines of UTF-8 ``data``; a byte that is not UTF-8 is an error naming its line
-    (Python's message named its offset in the decompressed bytes)."""
+    (Python's message named its offset in the decompressed bytes). A leading byte-order
+    mark (Notepad's, a spreadsheet's "UTF-8" export) is dropped: it became part of the first
+    read id, invisible in "read r1: not in the reads file", and hid a column line."""
+    data = data.removeprefix(b"\xef\xbb\xbf")
     try:
         return data.decode("utf-8").splitlines()
     except UnicodeDecodeError as e:
