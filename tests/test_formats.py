@@ -385,3 +385,20 @@ def test_evaluate_with_the_wrong_format_names_the_right_one(sim, tmp_path):
                                    "--json", check=True).stdout)["ARI"]
            for path, _, fmt in cases[:4]}
     assert len(set(got.values())) == 1
+
+
+def test_a_named_pipe_in_the_wrong_format_fails_without_waiting(sim, tmp_path):
+    """The hint's second read of the file opened the named pipe again, which waits for a
+    writer for good: a pipe (like standard input) gets the error without the hint."""
+    import os
+
+    fifo = tmp_path / "c.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"cat '{sim / 'c.uc'}' > '{fifo}'"])
+    try:
+        proc = run_cli("evaluate", str(fifo), "--truth", str(sim / "s.truth.tsv"), timeout=60)
+    finally:
+        writer.kill()
+        writer.wait()
+    err = assert_clean_error(proc, "c.fifo: line 3: read H listed twice")
+    assert "looks like" not in err

@@ -379,12 +379,15 @@ def guess_format(lines: Sequence[str]) -> str | None:
 def _format_hint(path: str | os.PathLike, fmt: str) -> str:
     """`` (it looks like X: give --format Y)`` when the file looks like another format.
 
-    The file is read again (only on this error path): standard input cannot be, so it
-    gets no hint.
+    The file is read again (only on this error path), so only a regular file gets a hint:
+    standard input and a pipe cannot be read twice, and opening a named pipe again waits
+    for a writer that never comes.
     """
+    from pathlib import Path
+
     from dnaembed.io.tables import read_lines
 
-    if str(path) == "-":
+    if str(path) == "-" or not Path(path).is_file():
         return ""
     try:
         guess = guess_format(read_lines(path))
