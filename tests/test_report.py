@@ -250,6 +250,12 @@ def test_a_summary_not_as_json_writes_it_is_one_line_naming_the_section(done, tm
         err = assert_clean_error(proc, f"{path}: {message} (not a summary as --json writes it)")
         assert err.count("\n") == 1 and "internal error" not in err, err
         assert not (tmp_path / f"p{number}").exists()
+    # evaluate's --json ("not a dnaembed summary (written by --json)", which it was).
+    scores = tmp_path / "scores.json"
+    run_cli("evaluate", str(done / "out" / "clusters.tsv"), "--truth",
+            str(done / "s.truth.tsv"), "--json", str(scores), "-q", check=True)
+    assert_clean_error(run_cli("report", str(scores), "-o", str(tmp_path / "sc")),
+                       f"{scores}: not a summary of cluster, consensus or run (their --json)")
     # What --json writes for an empty input (a null threshold, no sizes) still draws.
     empty = {**summary, "threshold": None, "cluster_sizes": {"size": [], "clusters": []}}
     (tmp_path / "empty.json").write_text(json.dumps(empty))

@@ -174,7 +174,9 @@ def read_summary(path: str | os.PathLike) -> dict:
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(data, dict) or "command" not in data:
-        raise InputError(f"{path}: not a dnaembed summary (written by --json)")
+        # evaluate's --json is one of dnaembed's too, but scores: nothing to draw.
+        raise InputError(f"{path}: not a summary of cluster, consensus or run (their "
+                         "--json), which report draws")
     check_plotted_sections(data, str(path))
     return data
 
