@@ -150,3 +150,28 @@ def test_log_to_standard_output_is_refused(tmp_path):
                                  code=2)
         assert len(err.strip().splitlines()) == 1 and not proc.stdout
         assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tsv", "t.tsv"]
+
+
+def test_bad_input_with_verbose_is_one_line_an_internal_error_a_traceback(tmp_path, capsys):
+    """With -v every error printed its traceback first: a bad input's one line came after
+    thirty lines of dnaembed's and click's frames."""
+    from dnaembed.cli import base
+
+    (tmp_path / "t.tsv").write_text("r1\ts1\nr1\ts2\n")
+    (tmp_path / "c.tsv").write_text("r1\t0\n")
+    for args in (["evaluate", "c.tsv", "--truth", "t.tsv", "-v"],
+                 ["evaluate", "c.tsv", "--truth", "t.tsv", "--json", "t.tsv", "-v"]):
+        err = assert_clean_error(run_cli(*args, cwd=tmp_path), "t.tsv",
+                                 code=2 if "--json" in args else 1)
+        assert len(err.strip().splitlines()) == 1, err
+    # What dnaembed did not foresee keeps its traceback under -v ("rerun with -v").
+    base._state["verbose"] = 1
+    try:
+        try:
+            raise ValueError("unforeseen")
+        except ValueError as e:
+            assert base._report(e) == 1
+    finally:
+        base._state["verbose"] = 0
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "internal error: ValueError: unforeseen" in err

@@ -71,6 +71,7 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args, quiet: bool, verbose: int, log_file: str | None, **kwargs):
         from dnaembed.io.atomic import check_distinct, set_log_file
 
+        _refuse_empty_paths({**kwargs, "log_file": log_file})
         if log_file == "-":
             # It wrote a file named '-' (what '-' names elsewhere is standard output, which
             # holds results and never the log).
@@ -123,6 +124,21 @@ def _make_log_directory(log_file: str, kwargs: dict) -> None:
             os.makedirs(parent, exist_ok=True)
         except OSError as e:
             raise DnaembedError(f"{parent}: cannot create directory: {e.strerror or e}") from None
+
+
+def _refuse_empty_paths(kwargs: dict) -> None:
+    """An empty path (an unset shell variable: ``-o "$OUT"``) is a usage error. ``run``
+    and ``report`` wrote into the current directory, ``embed`` failed with an internal
+    error, and an empty READS was "is a directory"."""
+    from dnaembed.errors import UsageError
+
+    ctx = click.get_current_context(silent=True)
+    for p in ctx.command.params if ctx is not None else []:
+        value = kwargs.get(p.name)
+        if isinstance(p.type, click.Path) and "" in (
+                value if isinstance(value, tuple | list) else [value]):
+            name = p.human_readable_name if isinstance(p, click.Argument) else "/".join(p.opts)
+            raise UsageError(f"{name}: an empty path (an unset shell variable?)")
 
 
 def _path_arguments(kwargs: dict) -> tuple[dict[str, object], dict[str, object]]:
@@ -337,8 +353,11 @@ def _run(argv: list[str] | None) -> None:
 
 
 def _report(e: Exception) -> int:
-    """Print the one-line message of an error; its exit status."""
-    if _state["verbose"]:
+    """Print the one-line message of an error; its exit status. With ``-v``, an internal
+    error's traceback first: a foreseen error (bad input, a usage error, a full disk) is
+    its one line, with ``-v`` too (a bad input's 30 lines of traceback buried it)."""
+    foreseen = isinstance(e, (DnaembedError, StdoutError, OSError, MemoryError))
+    if _state["verbose"] and not foreseen:
         traceback.print_exc()
     if isinstance(e, StdoutError):
         _silence_stdout()  # else Python reports its failed flush again at exit
