@@ -478,3 +478,24 @@ def test_a_log_file_that_is_not_a_log_is_left_whole(sim, tmp_path):
     empty.touch()
     run_cli("cluster", reads, "-o", str(tmp_path / "c.tsv"), "--log", str(empty), check=True)
     assert " dnaembed: " in (tmp_path / "run.log").read_text() and empty.stat().st_size > 0
+
+
+def test_an_empty_path_is_a_usage_error_naming_its_option(sim, tmp_path):
+    # An unset shell variable (`-o "$OUT"`): run and report wrote into the current
+    # directory, embed failed with "internal error: ValueError", an empty READS was "is a
+    # directory".
+    reads = str(sim / "s.fastq.gz")
+    (tmp_path / "c.tsv").write_text("")
+    cases = [
+        (("run", reads, "-o", ""), "-o/--output"),
+        (("embed", reads, "-o", ""), "-o/--output"),
+        (("report", str(tmp_path / "c.tsv"), "-o", ""), "-o/--output"),
+        (("consensus", "", "c.tsv"), "READS"),
+        (("consensus", reads, "c.tsv", "--log", ""), "--log"),
+        (("cluster", reads, "-o", "c2.tsv", "--centers", ""), "--centers"),
+    ]
+    for args, name in cases:
+        proc = run_cli(*args, cwd=tmp_path)
+        err = assert_clean_error(proc, f"dnaembed: error: {name}: an empty path", code=2)
+        assert err.count("\n") == 1, (args, err)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tsv"], args
