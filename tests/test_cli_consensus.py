@@ -225,3 +225,15 @@ def test_a_table_with_a_byte_order_mark_reads_as_without(simulated, tmp_path):
         proc = run_cli("consensus", str(d / "s.fastq.gz"), str(tmp_path / name), "-q")
         assert proc.returncode == 0, proc.stderr.decode()
         assert proc.stdout == expected
+
+
+def test_the_report_on_standard_output_is_the_table_alone(simulated, tmp_path):
+    # `--report - -o FILE`: the result line "60 strands from 480 reads ...: FILE" came
+    # after the report's rows, the last line of the table.
+    d = simulated
+    proc = run_cli("consensus", str(d / "s.fastq.gz"), str(d / "s.truth.tsv"), "-o",
+                   str(tmp_path / "s.fa"), "--report", "-", check=True)
+    lines = proc.stdout.decode().splitlines()
+    assert lines[1].startswith("#cluster_id\t") and len(lines) == 2 + 60
+    assert all(len(line.split("\t")) == 8 for line in lines[2:]), lines[-1]
+    assert "60 strands from 480 reads" in proc.stderr.decode()

@@ -110,7 +110,9 @@ def consensus(
         f"{len(strands)} strands from {n_reads} reads"
         f" ({sure} with every position backed by a margin of two reads or more)"
     )
-    if "-" in (output, json_path):
+    # Whichever output is standard output, the line goes to the log: after --report -'s
+    # rows it made the last line of the table.
+    if "-" in (output, json_path, report):
         logger.info(summary)
     else:
         echo_result(f"{summary}: {output}")
