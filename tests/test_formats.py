@@ -317,6 +317,13 @@ def test_evaluate_scores_only_the_given_reads_and_warns_of_missing_ones(tmp_path
                    "--json", cwd=tmp_path, check=True)
     assert json.loads(proc.stdout)["reads_missing"] == 2
     assert "c.mm lacks 2 of the 4 reads of t.tsv with a strand" in proc.stderr.decode()
+    assert "give --reads" in proc.stderr.decode()
+    # A read given to the tool and left out: the warning, without a --reads hint.
+    write("r3.fa", ">r1\nACGT\n>r2\nACGT\n>r3\nACGT\n")
+    proc = run_cli("evaluate", clusters.name, "--format", "mmseqs", "--truth", truth.name,
+                   "--reads", "r3.fa", cwd=tmp_path, check=True)
+    err = proc.stderr.decode()
+    assert "c.mm lacks 1 of the 3 reads of t.tsv" in err and "--reads" not in err
     other = write("o.fa", ">x1\nACGT\n")
     write("x.tsv", "x1\t0\n")
     err = assert_clean_error(run_cli("evaluate", "x.tsv", "--truth", truth.name, "--reads",

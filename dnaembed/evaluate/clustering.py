@@ -160,7 +160,8 @@ def evaluate_files(
             f"{describe_path(clusters_path)}: none of its read ids is in "
             f"{describe_path(truth_path)} (are they tables of the same reads?)"
         )
-    _warn_unmatched(predicted, truth, noise, clusters_path, truth_path)
+    _warn_unmatched(predicted, truth, noise, clusters_path, truth_path,
+                    reads_given=read_ids is not None)
     scores = clustering_scores(predicted, truth)
     scores["truth_noise_reads"] = len(noise)
     return scores
@@ -194,8 +195,10 @@ def _within_reads(truth: dict[str, str], noise: set[str], read_ids: Sequence[str
 
 
 def _warn_unmatched(predicted: dict[str, str], truth: dict[str, str], noise: set[str],
-                    clusters_path: str | os.PathLike, truth_path: str | os.PathLike) -> None:
-    """Say how many reads one file has and the other lacks: both change the scores."""
+                    clusters_path: str | os.PathLike, truth_path: str | os.PathLike,
+                    *, reads_given: bool = False) -> None:
+    """Say how many reads one file has and the other lacks: both change the scores.
+    ``reads_given``: the truth is already that of the reads the tool was given."""
     absent = sum(1 for rid in predicted if rid not in truth and rid not in noise)
     if absent:
         logger.warning("%s: %s of the clustered reads are not in %s: scored as reads of no "
@@ -204,10 +207,12 @@ def _warn_unmatched(predicted: dict[str, str], truth: dict[str, str], noise: set
     missing = sum(1 for rid in truth if rid not in predicted)
     if missing:
         # Every tool lists each read it clustered; a read it lacks is scored a singleton.
+        # With --reads these are reads the tool was given and left out: no --reads hint.
+        hint = "" if reads_given else (" (give --reads to score only the reads the tool "
+                                       "clustered)")
         logger.warning("%s lacks %s of the %s reads of %s with a strand: each scored as a "
-                       "cluster of its own (give --reads to score only the reads the tool "
-                       "clustered)", describe_path(clusters_path), f"{missing:,}",
-                       f"{len(truth):,}", describe_path(truth_path))
+                       "cluster of its own%s", describe_path(clusters_path), f"{missing:,}",
+                       f"{len(truth):,}", describe_path(truth_path), hint)
 
 
 def format_scores(scores: dict) -> str:
