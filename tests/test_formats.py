@@ -247,6 +247,9 @@ def test_peer_readers_refuse_a_read_twice_empty_ids_and_bad_numbers():
     with pytest.raises(InputError, match=r"x.uc: line 3: read r2 listed twice \(first on line 2"):
         parse_uc([uc_s, "H\t0\t5\t99\t+\t0\t0\t5M\tr2\tr1", "H\t1\t5\t99\t+\t0\t0\t5M\tr2\tr1"],
                  "x.uc")
+    # A file cut short within its last query label: nine fields, and r2 for r23.
+    with pytest.raises(InputError, match="x.uc: line 2: not a .uc record"):
+        parse_uc([uc_s, "H\t0\t5\t99\t+\t0\t0\t5M\tr2"], "x.uc")
     with pytest.raises(InputError, match="x.uc: line 1: empty read id"):
         parse_uc(["S\t0\t5\t*\t*\t*\t*\t*\t\t*"], "x.uc")
     with pytest.raises(InputError, match="x.uc: line 1: read r1: empty cluster number"):

@@ -234,7 +234,9 @@ def parse_uc(lines: Iterable[str], name: str = "<uc>") -> dict[str, str]:
         if line.startswith("#"):
             continue
         fields = line.split("\t")
-        if fields[0] not in ("S", "H", "C", "N") or len(fields) < 9:
+        # All ten fields: a last line cut short within its query label has nine, and the
+        # label read there was a wrong read (r2 of r23).
+        if fields[0] not in ("S", "H", "C", "N") or len(fields) < 10:
             raise InputError(f"{name}: line {number}: not a .uc record (10 tab-separated fields "
                              f"starting with S, H, C or N)")
         if fields[0] == "S":
