@@ -499,3 +499,17 @@ def test_an_empty_path_is_a_usage_error_naming_its_option(sim, tmp_path):
         err = assert_clean_error(proc, f"dnaembed: error: {name}: an empty path", code=2)
         assert err.count("\n") == 1, (args, err)
         assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tsv"], args
+
+
+def test_embed_names_both_records_of_a_repeated_id(tmp_path):
+    # formats.md: "a repeated id is an error naming both records"; embed (which streams,
+    # keeping ids only) named the second alone, unlike cluster, run and consensus.
+    reads = tmp_path / "r.fa"
+    reads.write_text(">a\nACGTACGTAC\n>b\nACGTTCGTAC\n>c\nACGAACGTAC\n>b\nACGTACGTAC\n")
+    proc = run_cli("embed", str(reads), "-o", str(tmp_path / "e.npy"), "--chunk-size", "2")
+    err = assert_clean_error(proc, f"{reads}: record 4 (b): duplicate read id (first seen at "
+                             "record 2)")
+    assert err.count("\n") == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["r.fa"]
+    # Standard input cannot be read again: the record that repeats it, as before.
+    proc = run_cli("embed", "-", "-o", str(tmp_path / "e.npy"), stdin=reads.read_bytes())
+    assert_clean_error(proc, "<stdin>: record 4 (b): duplicate read id\n")

@@ -309,7 +309,8 @@ def iter_read_chunks(
     for number, (read_id, seq, _qual) in enumerate(iter_reads(path), start=1):
         if check_duplicates:
             if read_id in seen:
-                raise InputError(f"{name}: record {number} ({read_id}): duplicate read id")
+                raise InputError(f"{name}: record {number} ({read_id}): duplicate read id"
+                                 f"{_first_seen(path, read_id)}")
             seen.add(read_id)
         chunk.ids.append(read_id)
         chunk.seqs.append(seq)
@@ -318,6 +319,18 @@ def iter_read_chunks(
             chunk = ReadSet([], [], None)
     if len(chunk):
         yield chunk
+
+
+def _first_seen(path: str | os.PathLike, read_id: str) -> str:
+    """`` (first seen at record N)``, as :func:`read_sequences` says it, found by reading a
+    regular file again: the stream keeps ids only, no record numbers (the memory of one
+    int per read), and this is the error path. A stream cannot be read again: ``""``."""
+    if str(path) == "-" or not Path(path).is_file():
+        return ""
+    for number, (rid, _seq, _qual) in enumerate(iter_reads(path), start=1):
+        if rid == read_id:
+            return f" (first seen at record {number})"
+    return ""
 
 
 def write_sequences(
