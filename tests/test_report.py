@@ -263,3 +263,24 @@ def test_a_summary_not_as_json_writes_it_is_one_line_naming_the_section(done, tm
             check=True)
     assert sorted(p.name for p in (tmp_path / "e").iterdir()) == [
         "cluster-sizes.png", "consensus-support.png"]
+
+
+def test_metrics_rows_that_are_odd_are_named_or_drawn_without_warnings(tmp_path):
+    # Rows without validation errors drew with matplotlib's "UserWarning: No artists with
+    # labels found to put in legend" and its source line on standard error; a step that
+    # is not a number was drawn as categories, exit 0.
+    import os
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 4, "loss": 2.0}\n{"step": 8, "loss": 1.5}\n')
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    proc = subprocess.run([sys.executable, "-m", "dnaembed", "report", str(run), "-o",
+                           str(tmp_path / "p"), "-q"], capture_output=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr.decode()
+    assert (tmp_path / "p" / "training.png").read_bytes().startswith(PNG)
+    (run / "metrics.jsonl").write_text('{"step": 4, "loss": 2.0}\n{"step": "8", "loss": 1}\n')
+    err = assert_clean_error(run_cli("report", str(run), "-o", str(tmp_path / "q")),
+                             "metrics.jsonl: line 2: step is \"8\", not a number")
+    assert err.count("\n") == 1 and not (tmp_path / "q").exists()

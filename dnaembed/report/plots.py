@@ -127,6 +127,12 @@ def read_metrics(run_dir: str | os.PathLike) -> list[dict]:
             raise InputError(f"{path}: line {number}: not JSON ({e.msg})") from None
         if not isinstance(row, dict) or "step" not in row:
             raise InputError(f"{path}: line {number}: a metrics row needs a 'step'")
+        # A step or metric that is not a number was drawn as a category axis, exit 0.
+        bad = next((k for k in ("step", "loss", "mae", "mae_near", "rmse_near")
+                    if row.get(k) is not None and not _is_number(row[k])), None)
+        if bad:
+            raise InputError(f"{path}: line {number}: {bad} is {json.dumps(row[bad])[:40]}, "
+                             "not a number")
         rows.append(row)
     if not rows:
         raise InputError(f"{path}: no metrics rows (has the run reached its first validation?)")
@@ -148,7 +154,8 @@ def training_figure(rows: list[dict]) -> Figure:
     right.set_xlabel("step")
     right.set_ylabel("validation error (edits)")
     right.set_title("Validation")
-    right.legend(fontsize="small")
+    if right.lines:  # rows without validation errors: matplotlib warned of an empty legend
+        right.legend(fontsize="small")
     return fig
 
 
