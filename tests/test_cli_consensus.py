@@ -237,3 +237,20 @@ def test_the_report_on_standard_output_is_the_table_alone(simulated, tmp_path):
     assert lines[1].startswith("#cluster_id\t") and len(lines) == 2 + 60
     assert all(len(line.split("\t")) == 8 for line in lines[2:]), lines[-1]
     assert "60 strands from 480 reads" in proc.stderr.decode()
+
+
+def test_cluster_ids_sort_numbers_by_value_and_any_other_text_after(tmp_path):
+    # A cluster id '²' (a digit to str.isdigit, not to int) was "internal error: ValueError"
+    # in the sort, then in the FASTA writer (names are ASCII): an error naming it now.
+    reads = tmp_path / "r.fa"
+    reads.write_text(">a\nACGTACGTAC\n>b\nACGTACGTAC\n>c\nTTGTACGTAC\n>d\nGGGTACGTAC\n")
+    (tmp_path / "c.tsv").write_text("a\tx2\nb\tx2\nc\t10\nd\t9\n")
+    proc = run_cli("consensus", str(reads), str(tmp_path / "c.tsv"), "-q", check=True)
+    names = [line.split()[0] for line in proc.stdout.decode().splitlines()[::2]]
+    assert names == [">9", ">10", ">x2"]
+    (tmp_path / "c.tsv").write_text("a\t\u00b2\nb\t\u00b2\nc\t10\nd\t9\n")
+    proc = run_cli("consensus", str(reads), str(tmp_path / "c.tsv"), "-q")
+    assert_clean_error(proc, "c.tsv: read a: cluster id '\u00b2' is not ASCII")
+    from dnaembed.io.tables import cluster_id_key
+
+    assert sorted(["\u00b2", "10", "9", "x"], key=cluster_id_key) == ["9", "10", "x", "\u00b2"]

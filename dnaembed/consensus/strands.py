@@ -49,23 +49,29 @@ def length_tolerance(length: int) -> int:
     return max(3, math.ceil(0.03 * length))
 
 
-def _has_space(text: str) -> bool:
-    return any(c.isspace() for c in text)
+def fasta_name_problem(cluster_id: str) -> str | None:
+    """Why ``cluster_id`` cannot name a strand's FASTA record, or None: a name ends at the
+    first whitespace, and FASTA names are ASCII (as read ids are)."""
+    if any(c.isspace() for c in cluster_id):
+        return "holds whitespace (a FASTA name ends at the first space)"
+    if not cluster_id.isascii():
+        return "is not ASCII (FASTA names are)"
+    return None
 
 
 def check_cluster_ids(labels: Mapping[str, str], name: str) -> None:
-    """Refuse a cluster id that cannot be a strand's FASTA name (it holds whitespace).
+    """Refuse a cluster id that cannot be a strand's FASTA name (:func:`fasta_name_problem`).
 
-    A strand is named by its cluster id, and a FASTA record's name ends at the first
-    whitespace: a table from another tool with ids like ``Cluster 13`` gave every strand
-    the name ``Cluster`` (strands.tsv, which holds the whole id, no longer matched).
-    ``name``: how the table is named in the message.
+    A strand is named by its cluster id: a table from another tool with ids like
+    ``Cluster 13`` gave every strand the name ``Cluster`` (strands.tsv, which holds the
+    whole id, no longer matched), and an id outside ASCII failed in the FASTA writer as
+    an internal error. ``name``: how the table is named in the message.
     """
     for rid, cluster in labels.items():
-        if _has_space(cluster):
-            raise InputError(f"{name}: read {rid}: cluster id {cluster!r} holds whitespace, "
-                             "but it names the cluster's strand in the FASTA output, whose "
-                             "names end at the first space")
+        problem = fasta_name_problem(cluster)
+        if problem:
+            raise InputError(f"{name}: read {rid}: cluster id {cluster!r} {problem}, but it "
+                             "names the cluster's strand in the FASTA output")
 
 
 def write_strands(
@@ -78,10 +84,11 @@ def write_strands(
     """
     from dnaembed.io.sequences import write_sequences
 
-    spaced = next((s.cluster_id for s in strands if _has_space(str(s.cluster_id))), None)
-    if spaced is not None:
-        raise DnaembedError(f"cluster id {spaced!r} holds whitespace: it cannot name a "
-                            "strand in FASTA (see check_cluster_ids)")
+    for strand in strands:
+        problem = fasta_name_problem(str(strand.cluster_id))
+        if problem:
+            raise DnaembedError(f"cluster id {strand.cluster_id!r} {problem}: it cannot "
+                                "name a strand")
     names = [f"{s.cluster_id} {s.description()}" for s in strands]
     write_sequences(path, names, [s.medoid if medoid_only else s.sequence for s in strands])
 

@@ -223,4 +223,5 @@ def read_cluster_table(
 def cluster_id_key(cluster_id: object) -> tuple:
     """Sort key of cluster ids: numbers by value (2 before 10), then other ids by text."""
     text = str(cluster_id)
-    return (0, int(text), "") if text.isdigit() else (1, 0, text)
+    # isdigit() holds for '²', which int() refuses ("internal error: ValueError").
+    return (0, int(text), "") if text.isascii() and text.isdigit() else (1, 0, text)
