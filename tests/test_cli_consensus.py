@@ -254,3 +254,26 @@ def test_cluster_ids_sort_numbers_by_value_and_any_other_text_after(tmp_path):
     from dnaembed.io.tables import cluster_id_key
 
     assert sorted(["\u00b2", "10", "9", "x"], key=cluster_id_key) == ["9", "10", "x", "\u00b2"]
+
+
+def test_another_tools_file_through_a_named_pipe_fails_without_waiting(simulated, tmp_path):
+    # The format hint read the file again: a named pipe's reopening waited for good for a
+    # writer that had gone.
+    import os
+    import subprocess
+    import threading
+
+    reads = str(simulated / "s.fastq.gz")
+    run_cli("cluster", reads, "-o", str(tmp_path / "c.uc"), "--format", "uc", "-q",
+            check=True)
+    fifo = tmp_path / "c.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=((tmp_path / "c.uc").read_bytes(),),
+                              daemon=True)
+    writer.start()
+    try:
+        proc = run_cli("consensus", reads, str(fifo), timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("consensus waited for good on the named pipe")
+    err = assert_clean_error(proc, f"{fifo}: read H: listed twice")
+    assert err.count("\n") == 1

@@ -254,8 +254,10 @@ def _cluster_table(clusters: str, fmt: str, read_ids: Sequence[str]) -> ClusterT
         except InputError:
             # Another tool's file read as a table failed as "read H: listed twice":
             # read_assignments' parse of it fails alike and names the format it looks
-            # like (standard input cannot be read again).
-            if clusters != "-" and guess_format(read_lines(clusters)) not in (None, "tsv"):
+            # like. Only a regular file can be read again (a named pipe's reopening
+            # waits for a writer that has gone).
+            if Path(clusters).is_file() and guess_format(read_lines(clusters)) not in (
+                    None, "tsv"):
                 read_assignments(clusters, "tsv")
             raise
     labels = read_assignments(clusters, fmt, read_ids)
