@@ -284,3 +284,15 @@ def test_metrics_rows_that_are_odd_are_named_or_drawn_without_warnings(tmp_path)
     err = assert_clean_error(run_cli("report", str(run), "-o", str(tmp_path / "q")),
                              "metrics.jsonl: line 2: step is \"8\", not a number")
     assert err.count("\n") == 1 and not (tmp_path / "q").exists()
+
+
+def test_a_training_run_directory_as_model_names_its_model_file(done, tmp_path):
+    # `embed -m runs/x` (the run, not its best.pt) was "runs/x: no such model file".
+    run = done / "train"
+    proc = run_cli("embed", str(done / "s.fastq.gz"), "-o", str(tmp_path / "e.npy"), "-m",
+                   str(run))
+    err = assert_clean_error(proc, f"{run}: a directory, not a model file: give its model, "
+                             f"{run / 'best.pt'}")
+    assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
+    run_cli("embed", str(done / "s.fastq.gz"), "-o", str(tmp_path / "e.npy"), "-m",
+            str(run / "best.pt"), "-q", check=True)

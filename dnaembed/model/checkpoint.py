@@ -98,6 +98,11 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
     """Load a checkpoint without running code from it; refuse foreign or tampered files."""
     name = str(path)
     p = Path(path)
+    if p.is_dir():
+        # A training run's directory was "no such model file", which it is not.
+        best = p / "best.pt"
+        hint = f": give its model, {best}" if best.is_file() else ""
+        raise DnaembedError(f"{name}: a directory, not a model file{hint}")
     if not p.is_file():
         raise DnaembedError(f"{name}: no such model file")
     if not _looks_like_torch_file(p):
