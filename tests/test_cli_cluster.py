@@ -219,3 +219,21 @@ def test_evaluate_refuses_an_empty_reference(tmp_path, write):
         warnings.simplefilter("error")
         scores = recovery_scores([""], [""])
     assert scores["exact"] == 1.0 and np.isnan(scores["error_per_position"])
+
+
+def test_a_sparse_run_of_strands_sharing_primers_is_not_merged(tmp_path):
+    # A quarter of a read per strand (the head of a big run, a small pool sampled): nearly
+    # every sampled pair is unrelated, in two populations (the same orientation, sharing
+    # the primers, and the other), and the threshold took the nearer of those for the
+    # same-strand pairs: max distance 94 of 190 nt, every read in a few clusters, A_0.9 0.
+    prefix = tmp_path / "sparse"
+    run_cli("simulate", "-o", str(prefix), "--strands", "4000", "--preset", "nanopore",
+            "--primers", "20", "--reverse-fraction", "0.5", "--coverage", "poisson",
+            "--mean-coverage", "0.25", "--seed", "3", "-q", check=True)
+    out = tmp_path / "c.tsv"
+    proc = run_cli("cluster", f"{prefix}.fastq.gz", "-o", str(out), "-t", "1", check=True)
+    cut = int(proc.stderr.decode().split("max distance ")[1].split()[0])
+    assert cut < 60, proc.stderr.decode()
+    scores = json.loads(run_cli("evaluate", str(out), "--truth", f"{prefix}.truth.tsv",
+                                "--json", check=True).stdout)
+    assert scores["A_0.9"] >= 0.99, scores

@@ -147,3 +147,20 @@ def test_a_sample_of_the_chosen_size_gives_one_cut_whatever_the_seed():
     small = {estimate_threshold(real_like_sample(np.random.default_rng(seed), 20_000),
                                 150).max_dist for seed in range(8)}
     assert max(small) - min(small) >= 2, small  # the spread the larger sample removes
+
+
+def test_few_same_strand_pairs_below_two_unrelated_populations_set_the_cut():
+    # A sparse run (few reads per strand; strands sharing primers): unrelated pairs at ~53
+    # and ~73 edits of 145 nt outweigh 40 same-strand pairs at a few edits. The split fell
+    # between the unrelated two: a "same-strand" peak at 52 and a cut of 65 that merged
+    # nearly everything.
+    rng = np.random.default_rng(9)
+    d = np.concatenate([rng.poisson(3, 40), rng.normal(54, 3.5, 12000).round(),
+                        rng.normal(74, 3, 900).round()]).astype(np.int64)
+    t = estimate_threshold(d, 145)
+    assert t.source == "data" and t.same_peak <= 6 and 50 <= t.unrelated_peak <= 56
+    assert 15 < t.max_dist < 40
+    # Without those few pairs there is no same-strand peak to find: the fallback, saying so.
+    alone = estimate_threshold(d[40:], 145)
+    assert alone.source == "fallback" and alone.max_dist == fallback_threshold(145)
+    assert "no reads of one strand" in alone.describe()

@@ -19,7 +19,11 @@ own side, below its peak, where no other population reaches:
    reference length itself (outliers) are left out, so that no single extreme
    pair can move the histogram's split;
 2. histogram, smoothed over 5 edits; Otsu's split; the tallest bin on each
-   side is a peak: the same-strand peak ``m`` and the unrelated peak;
+   side is a peak: the same-strand peak ``m`` and the unrelated peak. A lower
+   peak farther than the fallback's 30% of the length is no same-strand peak
+   (where few reads share a strand, the unrelated pairs' own two populations
+   outweigh theirs): the split is sought again below it, and without a
+   same-strand peak there either the fallback applies;
 3. the same-strand population: every pair up to the lowest point of the
    smoothed histogram before the next population (related designs, say: where
    the histogram, once below 5% of the peak, rises again to 3% of it), else up
@@ -73,6 +77,12 @@ import numpy as np
 #: in-memory estimators (the partitioned path's sample is larger:
 #: :mod:`dnaembed.cluster.threshold_sample`).
 SAMPLE_PAIRS = 20_000
+#: The fallback's reason where the sampled pairs hold no same-strand population.
+_NO_SAME_STRAND_PEAK = ("the sampled pairs show no reads of one strand: their nearest "
+                        "population lies farther apart than reads of one strand do")
+#: A same-strand population found below the unrelated pairs' own (where few reads share a
+#: strand: :func:`_two_peaks`) holds at least this many pairs up to its peak's smoothing.
+MIN_SEPARATE_PAIRS = 10
 #: Fewer pairs than this: no histogram, the fallback rule applies.
 MIN_PAIRS = 100
 #: Fallback threshold as a fraction of the median read length.
@@ -110,6 +120,8 @@ class Threshold:
     #: The cut the data chose, kept when the user overrides ``max_dist``: what separates
     #: reads of one strand from the rest, for checks that must not move with the override.
     data_cut: int | None = None
+    #: Why the fallback applies, for the log ("" : the data showed no gap).
+    why: str = ""
 
     def same_strand(self) -> Threshold:
         """This threshold with the cut the data chose (itself when there is none)."""
@@ -170,10 +182,9 @@ class Threshold:
         if self.source == "user":
             own = f"; the data's own cut: {self.data_cut}" if self.data_cut is not None else ""
             return f"max distance {self.max_dist} (set by the user{own})"
-        return (
-            f"max distance {self.max_dist} (fallback: {FALLBACK_FRACTION:.0%} of the median "
-            f"read length; the data showed no gap between same-strand and unrelated reads)"
-        )
+        why = self.why or "the data showed no gap between same-strand and unrelated reads"
+        return (f"max distance {self.max_dist} (fallback: {FALLBACK_FRACTION:.0%} of the median "
+                f"read length; {why})")
 
 
 def _otsu(hist: np.ndarray) -> int:
@@ -256,9 +267,10 @@ def estimate_threshold(distances: np.ndarray, median_length: float,
     hist = np.bincount(d).astype(np.float64)
     kernel = np.ones(SMOOTH) / SMOOTH
     smooth = np.convolve(np.pad(hist, SMOOTH), kernel, mode="same")[SMOOTH:-SMOOTH]
-    split = _otsu(hist)
-    low_peak = int(np.argmax(smooth[: split + 1]))
-    high_peak = split + 1 + int(np.argmax(smooth[split + 1 :])) if split + 1 < len(smooth) else -1
+    peaks = _two_peaks(hist, smooth, FALLBACK_FRACTION * ref if ref > 0 else math.inf)
+    if peaks is None:
+        return dataclasses.replace(fallback, why=_NO_SAME_STRAND_PEAK)
+    low_peak, high_peak = peaks
     if high_peak < 0 or high_peak - low_peak < 3:
         return fallback
     between = smooth[low_peak : high_peak + 1]
@@ -281,6 +293,50 @@ def estimate_threshold(distances: np.ndarray, median_length: float,
         cut, "data", same_peak=low_peak, unrelated_peak=high_peak, pairs=len(d),
         reference_length=ref, tail=tail, valley=valley, rule=rule, data_cut=cut,
     )
+
+
+def _two_peaks(hist: np.ndarray, smooth: np.ndarray, farthest_same: float
+               ) -> tuple[int, int] | None:
+    """The same-strand and unrelated peaks: the tallest smoothed bin on each side of Otsu's
+    split (-1 for a side without one). None: no same-strand peak within ``farthest_same``.
+
+    Why a second look: where reads share strands rarely (a few thousand reads of a pool of
+    ten thousand strands, the head of a file), the unrelated pairs form two populations of
+    their own (ldpc-exp7's: strands sharing primers at ~53 edits, the rest at ~73) that
+    outweigh the few same-strand pairs, and the split fell between those two: a
+    "same-strand" peak at 52 edits of 145 nt and a cut of 65 that merged 2,000 reads into
+    60 clusters. A lower peak farther than any channel's same-strand pairs lie (the
+    fallback's fraction of the length) is no same-strand peak; one is sought below it.
+    """
+    split = _otsu(hist)
+    low = int(np.argmax(smooth[: split + 1]))
+    if low <= farthest_same:
+        return low, _tallest_after(smooth, split)
+    low = _separate_peak_below(hist, smooth, low, farthest_same)
+    return None if low is None else (low, _tallest_after(smooth, low))
+
+
+def _separate_peak_below(hist: np.ndarray, smooth: np.ndarray, limit: int,
+                         farthest_same: float) -> int | None:
+    """The tallest smoothed bin up to ``farthest_same`` that a valley (at most half its
+    height) separates from the population at ``limit``, if it holds
+    :data:`MIN_SEPARATE_PAIRS` pairs; else None. The rising side of the population at
+    ``limit`` has no valley before it, however tall its bins, so it is never chosen."""
+    lowest_after = np.minimum.accumulate(smooth[: limit + 1][::-1])[::-1]
+    bins = np.arange(min(int(farthest_same), limit) + 1)
+    separate = (smooth[bins] > 0) & (lowest_after[bins] <= 0.5 * smooth[bins])
+    if not separate.any():
+        return None
+    peak = int(bins[separate][np.argmax(smooth[bins][separate])])
+    if hist[: peak + SMOOTH].sum() < MIN_SEPARATE_PAIRS:
+        return None
+    return peak
+
+
+def _tallest_after(smooth: np.ndarray, split: int) -> int:
+    """The tallest smoothed bin past ``split`` (-1: none), whatever lies beyond: the
+    unrelated peak."""
+    return split + 1 + int(np.argmax(smooth[split + 1 :])) if split + 1 < len(smooth) else -1
 
 
 def _population_end(smooth: np.ndarray, peak: int, limit: int) -> int:
