@@ -145,3 +145,31 @@ def test_a_truth_on_standard_input_is_scored_and_messages_name_the_outputs(sim, 
     err = piped.stderr.decode()
     assert f"{tmp_path / 'b' / 'clusters.tsv'}: " in err and "are not in <stdin>" in err, err
     assert ".dnaembed-" not in err + by_file.stderr.decode()
+
+
+def test_a_truth_of_more_reads_than_the_run_scores_the_runs_reads(sim, tmp_path):
+    # The whole data set's truth with a subset of its reads: every other read of the truth
+    # counted as a cluster the run missed (A_0.9 near 0), and the warning said to give
+    # --reads, which run has not.
+    from dnaembed.io.sequences import write_sequences
+
+    reads = read_sequences(sim / "s.fastq.gz")
+    half = sorted(set(reads.ids[::2]))
+    keep = [i for i, rid in enumerate(reads.ids) if rid in set(half)]
+    write_sequences(tmp_path / "half.fastq", [reads.ids[i] for i in keep],
+                    [reads.seqs[i] for i in keep], [reads.quals[i] for i in keep])
+    rows = [line for line in (sim / "s.truth.tsv").read_text().splitlines()
+            if line.split("\t")[0] in set(half)]
+    (tmp_path / "half.tsv").write_text("\n".join(rows) + "\n")
+    scores = []
+    for truth in (sim / "s.truth.tsv", tmp_path / "half.tsv"):
+        proc = run_cli("run", str(tmp_path / "half.fastq"), "-o", str(tmp_path / truth.stem),
+                       "--truth", str(truth), "--json", "--seed", "1", check=True)
+        scores.append(json.loads(proc.stdout)["scores"]["clustering"])
+        assert "--reads" not in proc.stderr.decode()
+    assert scores[0] == scores[1] and scores[0]["A_0.9"] >= 0.9, scores
+    (tmp_path / "other.tsv").write_text("zz\tstrand1\n")
+    proc = run_cli("run", str(tmp_path / "half.fastq"), "-o", str(tmp_path / "x"), "--truth",
+                   str(tmp_path / "other.tsv"))
+    assert_clean_error(proc, "other.tsv: none of its reads is among the reads")
+    assert not (tmp_path / "x").exists()
