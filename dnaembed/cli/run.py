@@ -54,7 +54,8 @@ from dnaembed.cluster.partition import PARTITION_SIZE
 @click.option(
     "--truth",
     type=click.Path(dir_okay=False),
-    help="Also score the clusters: truth TSV (read_id<TAB>strand_id, as simulate writes).",
+    help="Also score the clusters: truth TSV (read_id<TAB>strand_id, as simulate writes); "
+    "its rows of READS only (a data set's truth scores a subset of its reads).",
 )
 @click.option(
     "--refs",
