@@ -25,6 +25,15 @@ def run_cli(*args: str, cwd: Path | None = None, stdin: bytes | None = None,
     return proc
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """A child's Ctrl-C as a terminal gives it (``preexec_fn``): a suite started in the
+    background of a shell (``.ci/run &``, nohup) ignores SIGINT, its children inherit
+    that, and a test's Ctrl-C then did nothing (the stopped demo ran to its end)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def assert_clean_error(proc: subprocess.CompletedProcess, *fragments: str, code: int = 1) -> str:
     """A failed command: the expected exit code, one line on stderr, no traceback."""
     err = proc.stderr.decode()

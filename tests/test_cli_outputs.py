@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import assert_clean_error, run_cli
+from conftest import assert_clean_error, ctrl_c_as_in_a_terminal, run_cli
 
 from dnaembed.io.sequences import read_sequences, write_sequences
 from dnaembed.io.tables import read_table, write_tsv
@@ -252,7 +252,7 @@ def test_a_stopped_demo_in_an_existing_directory_leaves_no_demo_files(tmp_path):
     env = dict(os.environ, DNAEMBED_NO_PROGRESS="1", PYTHONWARNINGS="ignore")
     demo = subprocess.Popen([sys.executable, "-m", "dnaembed", "demo", "-o", str(out),
                              "--strands", "1000", "-q"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+                            stderr=subprocess.PIPE, env=env, preexec_fn=ctrl_c_as_in_a_terminal)
     reads = out / "reads.fastq.gz"
     deadline = time.monotonic() + 300
     while not (reads.exists() and reads.read_bytes()[:2] == b"\x1f\x8b"):  # the new reads
@@ -295,6 +295,7 @@ def test_a_ctrl_c_that_a_library_dropped_still_stops_the_demo(tmp_path):
     (out / "notes.txt").write_text("mine\n")
     proc = subprocess.run([sys.executable, "-c", _CTRL_C_DROPPED, str(out)],
                           capture_output=True, text=True, timeout=300,
+                          preexec_fn=ctrl_c_as_in_a_terminal,
                           env=dict(os.environ, DNAEMBED_NO_PROGRESS="1",
                                    PYTHONWARNINGS="ignore"))
     assert proc.stderr.splitlines()[0] == "dropped", proc.stderr
