@@ -22,8 +22,9 @@ own side, below its peak, where no other population reaches:
    side is a peak: the same-strand peak ``m`` and the unrelated peak. A lower
    peak farther than the fallback's 30% of the length is no same-strand peak
    (where few reads share a strand, the unrelated pairs' own two populations
-   outweigh theirs): the split is sought again below it, and without a
-   same-strand peak there either the fallback applies;
+   outweigh theirs): the same-strand peak is then the tallest bin within
+   that bound that a valley separates from it, and without one the fallback
+   applies;
 3. the same-strand population: every pair up to the lowest point of the
    smoothed histogram before the next population (related designs, say: where
    the histogram, once below 5% of the peak, rises again to 3% of it), else up
