@@ -277,3 +277,23 @@ def test_another_tools_file_through_a_named_pipe_fails_without_waiting(simulated
         pytest.fail("consensus waited for good on the named pipe")
     err = assert_clean_error(proc, f"{fifo}: read H: listed twice")
     assert err.count("\n") == 1
+
+
+def test_positions_that_every_read_holds_as_n_are_not_confident(tmp_path):
+    # Three reads that all held N over 20 positions (or were N throughout) gave a strand
+    # with those Ns at confidence 1.000, as if the reads had agreed on a base.
+    import random
+
+    rng = random.Random(1)
+    strand = "".join(rng.choice("ACGT") for _ in range(100))
+    masked = strand[:40] + "N" * 20 + strand[60:]
+    reads = tmp_path / "r.fa"
+    reads.write_text("".join(f">n{i}\n{'N' * 100}\n>p{i}\n{masked}\n>s{i}\n{strand}\n"
+                             for i in range(3)))
+    table = tmp_path / "c.tsv"
+    table.write_text("".join(f"{kind}{i}\t{kind}\n" for kind in "nps" for i in range(3)))
+    out = run_cli("consensus", str(reads), str(table), "-q", check=True).stdout.decode()
+    confidence = {line.split()[0][1:]: float(line.split("confidence=")[1].split()[0])
+                  for line in out.splitlines() if line.startswith(">")}
+    assert confidence == {"n": 0.0, "p": 0.8, "s": 1.0}, out
+    assert masked in out  # the strand keeps its Ns: the reads said nothing there

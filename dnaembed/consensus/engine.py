@@ -54,8 +54,8 @@ trace-reconstruction algorithms used in DNA storage:
 6. **Confidence.** From the votes on the final estimate: ``confidence`` is the
    fraction of positions that no single read could overturn (winner ahead of the
    runner-up by at least two reads and backed by a majority of the reads
-   covering it), so a single-read cluster scores 0 and two agreeing reads score
-   1; ``agreement`` is the mean fraction of covering reads that agree with the
+   covering it, and not N), so a single-read cluster scores 0 and two agreeing
+   reads score 1; ``agreement`` is the mean fraction of covering reads that agree with the
    consensus base; ``mean_distance`` the mean edit distance of the reads to the
    consensus (a truncated read counted over the part it covers).
 

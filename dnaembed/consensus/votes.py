@@ -388,7 +388,9 @@ class StrandScores:
         rest = counts.copy()
         rest[pos, winner] = -1
         runner = rest.max(axis=1)
-        secure = ((top - runner) >= 2) & (2 * top > cover)
+        # An N in the consensus is a base that no read could call: never secure (reads that
+        # all held N there gave a strand of Ns confidence 1.000).
+        secure = ((top - runner) >= 2) & (2 * top > cover) & (winner != N)
         agree = top / np.maximum(cover, 1)
         seg = est.seg
         lens = np.maximum(est.lengths, 1)
