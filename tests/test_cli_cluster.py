@@ -237,3 +237,18 @@ def test_a_sparse_run_of_strands_sharing_primers_is_not_merged(tmp_path):
     scores = json.loads(run_cli("evaluate", str(out), "--truth", f"{prefix}.truth.tsv",
                                 "--json", check=True).stdout)
     assert scores["A_0.9"] >= 0.99, scores
+
+
+def test_few_strands_read_many_times_keep_their_partners_apart(tmp_path):
+    # 10 designs in pairs 20 substitutions apart, 300 reads each: a read's neighbours are
+    # all its own strand's, the sample had no second peak, and the fallback cut (45 edits)
+    # merged each pair of partners: 5 clusters of 10 strands, A_0.9 0.
+    prefix = tmp_path / "deep"
+    run_cli("simulate", "-o", str(prefix), "--strands", "10", "--preset", "illumina-array",
+            "--partners", "1.0", "--partner-edits", "20", "--coverage", "fixed",
+            "--mean-coverage", "300", "--seed", "0", "-q", check=True)
+    out = tmp_path / "c.tsv"
+    run_cli("cluster", f"{prefix}.fastq.gz", "-o", str(out), "-t", "1", "-q", check=True)
+    scores = json.loads(run_cli("evaluate", str(out), "--truth", f"{prefix}.truth.tsv",
+                                "--json", check=True).stdout)
+    assert scores["A_0.9"] == 1.0, scores

@@ -164,3 +164,16 @@ def test_few_same_strand_pairs_below_two_unrelated_populations_set_the_cut():
     alone = estimate_threshold(d[40:], 145)
     assert alone.source == "fallback" and alone.max_dist == fallback_threshold(145)
     assert "no reads of one strand" in alone.describe()
+
+
+def test_a_sample_of_one_strand_population_is_cut_at_its_tail_not_the_fallback():
+    # High coverage: every neighbour of a read is its own strand's and the sample holds no
+    # unrelated pair. The fallback (45 of 150 nt) merged designs 20 edits apart.
+    rng = np.random.default_rng(11)
+    t = estimate_threshold(rng.poisson(4, 5000), 150)
+    assert t.source == "data" and t.rule == "tail" and t.same_peak <= 5
+    assert t.unrelated_peak is None and 8 <= t.max_dist <= 15
+    assert "no unrelated peak in the sample" in t.describe()
+    # One population whose tail reaches past the fallback keeps the fallback.
+    wide = estimate_threshold(rng.poisson(35, 5000), 150)
+    assert wide.source == "fallback" and wide.max_dist == fallback_threshold(150)

@@ -175,10 +175,12 @@ class Threshold:
             else:
                 why = (f"valley before the unrelated peak; the same-strand tail ({peak}) "
                        f"reaches it")
+            unrelated = (f"unrelated peak at {self.unrelated_peak} edits"
+                         if self.unrelated_peak is not None
+                         else "no unrelated peak in the sample")
             return (
-                f"max distance {self.max_dist} ({why}; unrelated peak at "
-                f"{self.unrelated_peak} edits; {self.pairs:,} sampled pairs; scaled to read "
-                f"length from {self.reference_length:g} nt)"
+                f"max distance {self.max_dist} ({why}; {unrelated}; {self.pairs:,} sampled "
+                f"pairs; scaled to read length from {self.reference_length:g} nt)"
             )
         if self.source == "user":
             own = f"; the data's own cut: {self.data_cut}" if self.data_cut is not None else ""
@@ -273,13 +275,13 @@ def estimate_threshold(distances: np.ndarray, median_length: float,
         return dataclasses.replace(fallback, why=_NO_SAME_STRAND_PEAK)
     low_peak, high_peak = peaks
     if high_peak < 0 or high_peak - low_peak < 3:
-        return fallback
+        return _one_population(hist, low_peak, fallback)
     between = smooth[low_peak : high_peak + 1]
     floor = float(between.min())
     smaller_peak = min(smooth[low_peak], smooth[high_peak])
     if floor > 0.5 * smaller_peak:
         # No real valley: one broad population, or two that overlap too much to cut.
-        return fallback
+        return _one_population(hist, low_peak, fallback)
     start, end = _longest_run(between <= floor + 0.1 * (smaller_peak - floor))
     valley = low_peak + int(math.floor((start + end) / 2))
     # The same-strand population ends at the first lowest point before the valley's cut.
@@ -294,6 +296,29 @@ def estimate_threshold(distances: np.ndarray, median_length: float,
         cut, "data", same_peak=low_peak, unrelated_peak=high_peak, pairs=len(d),
         reference_length=ref, tail=tail, valley=valley, rule=rule, data_cut=cut,
     )
+
+
+def _one_population(hist: np.ndarray, peak: int, fallback: Threshold) -> Threshold:
+    """The cut of a sample with no gap to a second population and a plausible same-strand
+    peak (within the fallback's bound, :func:`_two_peaks`): its upper tail, as
+    :func:`estimate_threshold` measures the same-strand tail, where that lies below the
+    fallback; else the fallback.
+
+    Why: at high coverage every one of a read's neighbours is its own strand's, so the
+    sample holds no unrelated pair; the fallback (30% of the length, 45 edits at 150 nt)
+    then merged designs 20 edits apart (partners, shifted windows), 10 strands of 500
+    reads into 5 clusters, although the sample measured its one population well. Two
+    populations that overlap too much to cut reach past the fallback, which stays.
+    """
+    tail = tail_points(hist)
+    if tail is None:
+        return fallback
+    cut = int(math.floor(tail[1] + TAIL_DECADES * (tail[1] - tail[0])))
+    if cut >= fallback.max_dist:
+        return fallback
+    return Threshold(cut, "data", same_peak=peak, pairs=fallback.pairs,
+                     reference_length=fallback.reference_length, tail=tail, rule="tail",
+                     data_cut=cut)
 
 
 def _two_peaks(hist: np.ndarray, smooth: np.ndarray, farthest_same: float
