@@ -59,8 +59,12 @@ reads, which agree on their primers and differ in few other bases, are held to
 the same fraction of their length instead of a distance that only separates
 full-length reads.
 
-When the histogram has no second peak (a single strand, only singletons, a tiny
-input) the threshold falls back to 30% of the median read length: above twice
+When the histogram has no second peak, or no valley between its two, and its
+peak is plausible (within the bound of step 2: at high coverage every
+neighbour of a read is its own strand's), the cut is that population's tail as
+in step 4, where it lies below the fallback. Otherwise (only singletons, a tiny
+input, a population that reaches past it) the threshold falls back to 30% of
+the median read length: above twice
 the per-read error of the noisiest channel presets (~12%) and below the distance of
 unrelated random sequences (~53% of the length). A warning says so.
 More in ``docs/algorithms.md``.
