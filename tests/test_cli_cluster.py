@@ -221,21 +221,28 @@ def test_evaluate_refuses_an_empty_reference(tmp_path, write):
     assert scores["exact"] == 1.0 and np.isnan(scores["error_per_position"])
 
 
+def simulate_cluster_score(tmp_path, *simulate_args: str) -> tuple[str, dict]:
+    """Simulate a run (``simulate_args``), cluster it on one thread: the log, the scores."""
+    prefix = tmp_path / "sim"
+    run_cli("simulate", "-o", str(prefix), *simulate_args, "-q", check=True)
+    out = tmp_path / "c.tsv"
+    log = run_cli("cluster", f"{prefix}.fastq.gz", "-o", str(out), "-t", "1",
+                  check=True).stderr.decode()
+    scores = json.loads(run_cli("evaluate", str(out), "--truth", f"{prefix}.truth.tsv",
+                                "--json", check=True).stdout)
+    return log, scores
+
+
 def test_a_sparse_run_of_strands_sharing_primers_is_not_merged(tmp_path):
     # A quarter of a read per strand (the head of a big run, a small pool sampled): nearly
     # every sampled pair is unrelated, in two populations (the same orientation, sharing
     # the primers, and the other), and the threshold took the nearer of those for the
     # same-strand pairs: max distance 94 of 190 nt, every read in a few clusters, A_0.9 0.
-    prefix = tmp_path / "sparse"
-    run_cli("simulate", "-o", str(prefix), "--strands", "4000", "--preset", "nanopore",
-            "--primers", "20", "--reverse-fraction", "0.5", "--coverage", "poisson",
-            "--mean-coverage", "0.25", "--seed", "3", "-q", check=True)
-    out = tmp_path / "c.tsv"
-    proc = run_cli("cluster", f"{prefix}.fastq.gz", "-o", str(out), "-t", "1", check=True)
-    cut = int(proc.stderr.decode().split("max distance ")[1].split()[0])
-    assert cut < 60, proc.stderr.decode()
-    scores = json.loads(run_cli("evaluate", str(out), "--truth", f"{prefix}.truth.tsv",
-                                "--json", check=True).stdout)
+    log, scores = simulate_cluster_score(
+        tmp_path, "--strands", "4000", "--preset", "nanopore", "--primers", "20",
+        "--reverse-fraction", "0.5", "--coverage", "poisson", "--mean-coverage", "0.25",
+        "--seed", "3")
+    assert int(log.split("max distance ")[1].split()[0]) < 60, log
     assert scores["A_0.9"] >= 0.99, scores
 
 
@@ -243,12 +250,8 @@ def test_few_strands_read_many_times_keep_their_partners_apart(tmp_path):
     # 10 designs in pairs 20 substitutions apart, 300 reads each: a read's neighbours are
     # all its own strand's, the sample had no second peak, and the fallback cut (45 edits)
     # merged each pair of partners: 5 clusters of 10 strands, A_0.9 0.
-    prefix = tmp_path / "deep"
-    run_cli("simulate", "-o", str(prefix), "--strands", "10", "--preset", "illumina-array",
-            "--partners", "1.0", "--partner-edits", "20", "--coverage", "fixed",
-            "--mean-coverage", "300", "--seed", "0", "-q", check=True)
-    out = tmp_path / "c.tsv"
-    run_cli("cluster", f"{prefix}.fastq.gz", "-o", str(out), "-t", "1", "-q", check=True)
-    scores = json.loads(run_cli("evaluate", str(out), "--truth", f"{prefix}.truth.tsv",
-                                "--json", check=True).stdout)
+    _, scores = simulate_cluster_score(
+        tmp_path, "--strands", "10", "--preset", "illumina-array", "--partners", "1.0",
+        "--partner-edits", "20", "--coverage", "fixed", "--mean-coverage", "300",
+        "--seed", "0")
     assert scores["A_0.9"] == 1.0, scores
