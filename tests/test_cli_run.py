@@ -171,5 +171,5 @@ def test_a_truth_of_more_reads_than_the_run_scores_the_runs_reads(sim, tmp_path)
     (tmp_path / "other.tsv").write_text("zz\tstrand1\n")
     proc = run_cli("run", str(tmp_path / "half.fastq"), "-o", str(tmp_path / "x"), "--truth",
                    str(tmp_path / "other.tsv"))
-    assert_clean_error(proc, "other.tsv: none of its reads is among the reads")
+    assert_clean_error(proc, "other.tsv: no read of a strand among the run's reads")
     assert not (tmp_path / "x").exists()

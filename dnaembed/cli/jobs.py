@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dnaembed.cluster.partition import PARTITION_SIZE
 from dnaembed.io.atomic import OutputSet
@@ -294,8 +294,7 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
     consensus on it too when it is Dask (:func:`dnaembed.pipeline.strands_from_files`).
     """
     from dnaembed.cli.execution import open_executor
-    from dnaembed.evaluate.clustering import read_truth_labels
-    from dnaembed.evaluate.recovery import read_references
+    from dnaembed.evaluate.clustering import labels_of_reads
     from dnaembed.log import freeze_long_lived, set_threads
     from dnaembed.model.checkpoint import load_search_model, resolve_device, search_model_name
     from dnaembed.pipeline import strands_from_files
@@ -311,11 +310,7 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
             checkpoint = load_search_model(model_path, "graph", resolve_device(device))
         freeze_long_lived()
         model_path = search_model_name(model_path, "graph")
-        # The references and the truth before the long work: a bad file fails fast.
-        ref_set = read_references(refs) if refs else None
-        # Read once, kept for the scores: a truth on standard input or a pipe ends
-        # after one read (scoring it again failed with "I/O operation on closed file").
-        truth_labels = read_truth_labels(truth) if truth is not None else None
+        ref_set, truth_labels = _scoring_inputs(refs, truth)
         graph = {"max_dist": max_dist, "partition_size": partition_size}
         with (
             open_executor(workers, scheduler, threads, memory, graph) as executor,
@@ -335,7 +330,8 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
                            strand)
             n_reads = len(store)
             if truth_labels is not None:
-                truth_labels = _truth_of_reads(truth_labels, store.ids, truth)
+                truth_labels = labels_of_reads(truth_labels, store.ids, truth,
+                                               "the run's reads")
         scores = _run_scores(out.path("clusters.tsv"), truth, truth_labels, ref_set,
                              strands, cores)
         summary = _run_summary(params, seed, n_reads, result, strands, checkpoint,
@@ -347,24 +343,15 @@ def run_job(reads: Sequence[str], out_dir: str, *, json_path: str | None,
     return summary
 
 
-def _truth_of_reads(labels: Mapping[str, str], ids: Sequence[str],
-                    truth: str) -> dict[str, str]:
-    """The truth's rows of the reads the run was given. A data set's whole truth with a
-    subset of its reads counted every other read as a cluster the run missed (A_0.9
-    0.07 for a 5% subset that scores 0.98), and the warning said to give --reads, which
-    `run` has not: evaluate's --reads does the same."""
-    from dnaembed.errors import InputError
-    from dnaembed.io.sequences import describe_path
+def _scoring_inputs(refs: str | None, truth: str | None) -> tuple[Any, dict[str, str] | None]:
+    """`run`'s references and truth labels, read before the long work (a bad file fails
+    fast). The truth is read once and kept: on standard input or a pipe it ends after one
+    read (scoring it again failed with "I/O operation on closed file")."""
+    from dnaembed.evaluate.clustering import read_truth_labels
+    from dnaembed.evaluate.recovery import read_references
 
-    known = set(ids)
-    kept = {rid: label for rid, label in labels.items() if rid in known}
-    if not kept:
-        raise InputError(f"{describe_path(truth)}: none of its reads is among the reads (is "
-                         "it the truth of these reads?)")
-    if len(kept) < len(labels):
-        logger.info("%s: %s of its reads are not among the reads: not scored",
-                    describe_path(truth), f"{len(labels) - len(kept):,}")
-    return kept
+    return (read_references(refs) if refs else None,
+            read_truth_labels(truth) if truth is not None else None)
 
 
 def _run_header(params: dict) -> str:

@@ -147,10 +147,12 @@ def evaluate_files(
         # file is a failed or truncated run, which scored every read a singleton.
         raise InputError(f"{describe_path(clusters_path)}: no clustered reads (an empty "
                          "clusters file)")
-    truth, noise = _truth_and_noise(truth_path, truth_labels)
+    labels = read_truth_labels(truth_path) if truth_labels is None else truth_labels
     if read_ids is not None:
         _check_reads(predicted, read_ids, clusters_path, reads_path)
-        truth, noise = _within_reads(truth, noise, read_ids, truth_path, reads_path)
+        labels = labels_of_reads(labels, read_ids, truth_path,
+                                 f"the reads of {describe_path(reads_path)}")
+    truth, noise = _truth_and_noise(truth_path, labels)
     if not truth:
         # Every score of no true cluster is nan (a truth of contaminants only).
         raise InputError(f"{describe_path(truth_path)}: no read of a strand")
@@ -177,21 +179,21 @@ def _check_reads(predicted: dict[str, str], read_ids: Sequence[str],
                          f"{describe_path(reads_path)}")
 
 
-def _within_reads(truth: dict[str, str], noise: set[str], read_ids: Sequence[str],
-                  truth_path: str | os.PathLike, reads_path: str | os.PathLike
-                  ) -> tuple[dict[str, str], set[str]]:
-    """The truth of the reads the tool was given: a truth read that is not among them was
-    never the tool's to cluster, so it is not scored (it was a singleton that sank A_gamma:
-    a 2,000-read subset against its data set's truth scored A_0.9 0.06)."""
+def labels_of_reads(labels: Mapping[str, str], read_ids: Sequence[str],
+                    truth_path: str | os.PathLike, reads_name: str) -> dict[str, str]:
+    """The truth's rows (``labels``) of the reads the tool was given (``reads_name`` in
+    messages): a truth read that is not among them was never the tool's to cluster, so it
+    is not scored (it was a singleton that sank A_gamma: a 2,000-read subset against its
+    data set's truth scored A_0.9 0.06). ``evaluate --reads`` and ``run --truth``."""
     known = set(read_ids)
-    kept = {rid: label for rid, label in truth.items() if rid in known}
-    if not kept:
-        raise InputError(f"{describe_path(truth_path)}: no read of a strand among the reads "
-                         f"of {describe_path(reads_path)}")
-    if len(kept) < len(truth):
-        logger.info("%s: %s of its reads are not in %s: not scored", describe_path(truth_path),
-                    f"{len(truth) - len(kept):,}", describe_path(reads_path))
-    return kept, noise & known
+    kept = {rid: label for rid, label in labels.items() if rid in known}
+    if all(label in NOISE_LABELS for label in kept.values()):
+        raise InputError(f"{describe_path(truth_path)}: no read of a strand among "
+                         f"{reads_name}")
+    if len(kept) < len(labels):
+        logger.info("%s: %s of its reads are not among %s: not scored",
+                    describe_path(truth_path), f"{len(labels) - len(kept):,}", reads_name)
+    return kept
 
 
 def _warn_unmatched(predicted: dict[str, str], truth: dict[str, str], noise: set[str],
