@@ -255,3 +255,19 @@ def test_few_strands_read_many_times_keep_their_partners_apart(tmp_path):
         "--partner-edits", "20", "--coverage", "fixed", "--mean-coverage", "300",
         "--seed", "0")
     assert scores["A_0.9"] == 1.0, scores
+
+
+@pytest.mark.parametrize(("preset", "edits", "strands", "seed", "before"), [
+    ("illumina-array", "8", "300", "0", 0.01),  # the tail measured over both: cut 18
+    ("nanopore", "20", "400", "1", 0.01),  # the same, and the trough's bin within the cut
+    ("nanopore", "40", "400", "1", 0.92),  # the rescue moved strands read once to partners
+])
+def test_partners_close_to_the_same_strand_pairs_stay_apart(tmp_path, preset, edits,
+                                                            strands, seed, before):
+    # Every design has a partner EDITS substitutions away, read ~10 times (some strands
+    # once or twice). ``before``: A_0.9 of the code before.
+    log, scores = simulate_cluster_score(
+        tmp_path, "--strands", strands, "--preset", preset, "--partners", "1.0",
+        "--partner-edits", edits, "--seed", seed)
+    assert scores["A_0.9"] >= 0.97, scores
+    assert "related designs" in log, log

@@ -59,7 +59,7 @@ def test_a_related_population_with_an_empty_gap_after_it_stays_beyond_the_cut():
     rng = np.random.default_rng(2)
     t = estimate_threshold(sample(rng, same=3000, related=1500, related_at=36,
                                   unrelated_at=64), 110)
-    assert t.rule == "tail" and t.same_peak in range(10, 14)
+    assert t.rule in ("tail", "trough") and t.same_peak in range(10, 14)
     assert t.max_dist < 28 and (rng.poisson(12, 100_000) > t.max_dist).mean() < 0.002
 
 
@@ -177,3 +177,41 @@ def test_a_sample_of_one_strand_population_is_cut_at_its_tail_not_the_fallback()
     # One population whose tail reaches past the fallback keeps the fallback.
     wide = estimate_threshold(rng.poisson(35, 5000), 150)
     assert wide.source == "fallback" and wide.max_dist == fallback_threshold(150)
+
+
+def test_related_designs_close_to_the_same_strand_pairs_set_the_cut_below_them():
+    # Illumina-like rates (~4 edits a same-strand pair) and designs 8 substitutions apart:
+    # the related pairs (8 + both reads' errors) overlap the same-strand tail, with a
+    # trough at 22% of the peak that a 5-edit smoothing blurred away. The tail was measured
+    # over both populations: a cut of 18 that joined every pair of partners.
+    rng = np.random.default_rng(12)
+    same, related = rng.poisson(4, 15000), 8 + rng.poisson(3.5, 12000)
+    d = np.concatenate([same, related, rng.normal(79, 4, 8000).round()]).astype(np.int64)
+    t = estimate_threshold(d, 150)
+    assert t.source == "data" and t.rule in ("trough", "related") and t.same_peak == 4
+    assert 5 <= t.max_dist <= 7 and t.related_trough in range(6, 10)
+    assert (related <= t.max_dist).mean() < 0.002
+    assert "related designs" in t.describe()
+    # The same at high coverage, with no unrelated pair in the sample.
+    deep = estimate_threshold(np.concatenate([same, related]), 150)
+    assert deep.unrelated_peak is None and 5 <= deep.max_dist <= 7, deep
+
+
+def test_the_rescue_stops_short_of_related_designs_beyond_the_valley():
+    # Nanopore-like rates and partners 40 substitutions apart: the related pairs (~48)
+    # lie past the valley's cut, and the rescue's bound, halfway from the cut to the
+    # unrelated peak (~54 edits), reached them: strands read once or twice were moved to
+    # their partners' clusters.
+    rng = np.random.default_rng(13)
+    d = np.concatenate([rng.poisson(16, 15000), rng.normal(48, 4, 3000),
+                        rng.normal(78, 4, 12000)]).round().astype(np.int64)
+    t = estimate_threshold(d, 150)
+    assert t.rule == "tail" and 25 <= t.max_dist <= 32 and 70 <= t.unrelated_peak <= 85
+    assert t.max_dist < t.rescue_rate * 150 <= 40  # the related pairs' trough at most
+    assert 32 <= t.related_trough <= 40
+    assert t.rescue_rate * 150 == (t.max_dist + t.related_trough) / 2
+    assert "related designs beyond a trough" in t.describe()
+    # Without the related designs, halfway to the unrelated peak as before.
+    plain = estimate_threshold(np.concatenate([d[:15000], d[18000:]]), 150)
+    assert plain.related_trough is None
+    assert plain.rescue_rate * 150 == (plain.max_dist + plain.unrelated_peak) / 2

@@ -26,9 +26,11 @@ own side, below its peak, where no other population reaches:
    that bound that a valley separates from it, and without one the fallback
    applies;
 3. the same-strand population: every pair up to the lowest point of the
-   smoothed histogram before the next population (related designs, say: where
-   the histogram, once below 5% of the peak, rises again to 3% of it), else up
-   to the lowest point before the valley rule's cut of step 5;
+   histogram before the next population (related designs, say: where the
+   histogram, once at most half the peak, rises again to 3% of it and to twice
+   its lowest point since; smoothed here over at most half the peak's
+   distance, as at low error rates the same-strand peak lies 2-4 edits from
+   zero), else up to the lowest point before the valley rule's cut of step 5;
 4. its upper tail, measured: ``x10`` and ``x1``, the distances that 10% and 1%
    of those pairs exceed. The cut is ``x1 + TAIL_DECADES * (x1 - x10)``: the
    tail extrapolated as exponential (each further tenth of the pairs as many
@@ -42,7 +44,12 @@ own side, below its peak, where no other population reaches:
    between the two peaks (bins within 10% of the lowest, relative to the
    smaller peak; the longest run's midpoint). With fewer than
    :data:`MIN_TAIL_PAIRS` same-strand pairs the tail is not measured and the
-   valley rule decides.
+   valley rule decides. Where step 3 found a related population, the cut
+   passes neither the bin before the middle of the trough between them nor
+   the related pairs' own lower tail (the same-strand population's, moved to
+   their summit: ~1 related pair in 1,000 within the cut), since one related
+   pair within the cut joins two strands. The rule is then ``trough`` or
+   ``related`` (:func:`_same_strand_cut`).
 
 The log line gives the peak, the per-read error rate it shows (half a pair's
 edits per base, ``m / (2 * reference)``), the tail's two points and the cut.
@@ -101,6 +108,7 @@ MIN_TAIL_PAIRS = 500
 #: and a population after it rises to at least BUMP_FRACTION of the peak.
 TROUGH_FRACTION = 0.05
 BUMP_FRACTION = 0.03
+DIP_FRACTION = 0.5
 
 
 @dataclass
@@ -127,6 +135,9 @@ class Threshold:
     data_cut: int | None = None
     #: Why the fallback applies, for the log ("" : the data showed no gap).
     why: str = ""
+    #: The trough before a population of related designs, between the same-strand and the
+    #: unrelated pairs (None: none found); the cut never passes it.
+    related_trough: int | None = None
 
     def same_strand(self) -> Threshold:
         """This threshold with the cut the data chose (itself when there is none)."""
@@ -141,16 +152,19 @@ class Threshold:
 
     @property
     def rescue_rate(self) -> float:
-        """Per-base bound of the rescue's alignments: halfway from the cut to the unrelated peak.
+        """Per-base bound of the rescue's alignments: halfway from the cut to the next
+        population, related designs' trough or else the unrelated peak.
 
         The rescue's evidence is its margin over the runner-up; this bound only
-        keeps alignments clearly below what unrelated reads reach. Without an
-        unrelated peak (fallback), the cut's own rate.
+        keeps alignments clearly below what other strands' reads reach. A related
+        design is the runner-up by a wide margin when its partner has one or two
+        reads: halfway to the unrelated peak, the rescue moved such reads to their
+        partner's cluster. Without either (fallback), the cut's own rate.
         """
-        peak = self.unrelated_peak
-        if peak is None or peak <= self.max_dist or self.reference_length <= 0:
+        beyond = [p for p in (self.related_trough, self.unrelated_peak) if p is not None]
+        if not beyond or min(beyond) <= self.max_dist or self.reference_length <= 0:
             return self.rate
-        return (self.max_dist + peak) / 2 / self.reference_length
+        return (self.max_dist + min(beyond)) / 2 / self.reference_length
 
     def cuts(self, longer: np.ndarray) -> np.ndarray:
         """The cut for pairs whose longer read has length ``longer`` (see the module notes)."""
@@ -176,12 +190,22 @@ class Threshold:
             if self.rule == "tail":
                 why = (f"upper tail of the same-strand distances: {peak}; cut where about 1 "
                        f"pair in 1,000 lies beyond")
+            elif self.rule == "trough":
+                why = (f"trough before a population of related designs; the same-strand "
+                       f"tail ({peak}) reaches into it")
+            elif self.rule == "related":
+                why = (f"below the lower tail of a population of related designs (about 1 "
+                       f"of their pairs in 1,000 within it); the same-strand tail ({peak}) "
+                       f"reaches into it")
             else:
                 why = (f"valley before the unrelated peak; the same-strand tail ({peak}) "
                        f"reaches it")
             unrelated = (f"unrelated peak at {self.unrelated_peak} edits"
                          if self.unrelated_peak is not None
                          else "no unrelated peak in the sample")
+            if self.related_trough is not None and self.rule not in ("trough", "related"):
+                unrelated = (f"related designs beyond a trough at {self.related_trough} "
+                             f"edits; {unrelated}")
             return (
                 f"max distance {self.max_dist} ({why}; {unrelated}; {self.pairs:,} sampled "
                 f"pairs; scaled to read length from {self.reference_length:g} nt)"
@@ -289,17 +313,77 @@ def estimate_threshold(distances: np.ndarray, median_length: float,
     start, end = _longest_run(between <= floor + 0.1 * (smaller_peak - floor))
     valley = low_peak + int(math.floor((start + end) / 2))
     # The same-strand population ends at the first lowest point before the valley's cut.
-    boundary = _population_end(smooth, low_peak, valley)
-    tail = tail_points(hist[: boundary + 1])
-    cut, rule = valley, "valley"
-    if tail is not None:
-        extrapolated = int(math.floor(tail[1] + TAIL_DECADES * (tail[1] - tail[0])))
-        if extrapolated < valley:
-            cut, rule = extrapolated, "tail"
+    cut, rule, tail, trough = _same_strand_cut(hist, low_peak, valley)
+    if trough is None:
+        trough = _related_beyond_valley(hist, low_peak, high_peak)
+    if cut is None or cut >= valley:
+        cut, rule = valley, "valley"
     return Threshold(
         cut, "data", same_peak=low_peak, unrelated_peak=high_peak, pairs=len(d),
         reference_length=ref, tail=tail, valley=valley, rule=rule, data_cut=cut,
+        related_trough=trough,
     )
+
+
+def _same_strand_cut(hist: np.ndarray, peak: int, limit: int
+                     ) -> tuple[int | None, str, tuple[float, float] | None, int | None]:
+    """The same-strand population's cut (None: too few pairs to measure its tail), the rule
+    that chose it ("tail", "trough" or "related"), its tail points (:func:`tail_points`),
+    and the trough before a related population (None: none before ``limit``).
+
+    The cut is the tail extrapolated (module notes, step 4), never past that trough, nor
+    past the related population's own lower tail. Where the two overlap, the tail
+    measured up to the trough still reaches into the related pairs, and a related pair
+    within the cut joins two strands (one of them read once or twice, too few for the
+    split check to undo), while a same-strand pair beyond it costs nothing if its read
+    has another within the cut.
+    """
+    low, trough, summit = _population_end(hist, peak, limit)
+    tail = tail_points(hist[: low + 1])
+    if tail is None:
+        return None, "", None, trough
+    cut = int(math.floor(tail[1] + TAIL_DECADES * (tail[1] - tail[0])))
+    if trough is None:
+        return cut, "tail", tail, None
+    related = _related_lower_tail(hist[: low + 1], summit - peak)
+    cut, rule = min((cut, "tail"), (trough, "trough"), (related, "related"))
+    return cut, rule, tail, trough
+
+
+def _related_lower_tail(same: np.ndarray, shift: int) -> int:
+    """The distance below which about one related pair in 1,000 lies: the same-strand
+    population's lower tail (``same``: its counts), extrapolated as its upper tail is,
+    moved by ``shift`` (related summit minus same-strand peak).
+
+    Why: reads of two designs ``D`` apart differ by ``D`` plus both reads' errors, the
+    errors that spread the same-strand pairs; so the related pairs are the same-strand
+    population moved by ``D``, as far below their summit as those below their peak.
+    """
+    below = tail_points(same[::-1])
+    if below is None:
+        return len(same) - 1 + shift
+    x10, x1 = (len(same) - 1 - x for x in below)
+    return int(math.floor(x1 - TAIL_DECADES * (x10 - x1))) + shift
+
+
+def _related_beyond_valley(hist: np.ndarray, peak: int, unrelated: int) -> int | None:
+    """The trough before a population of related designs past the valley's cut (None:
+    none): one that rises after the same-strand population and falls again, to
+    DIP_FRACTION of its first summit, before the unrelated peak (whose own rising side
+    does not). The cut does not need it; the rescue's bound does (:attr:`Threshold.
+    rescue_rate`): partners 40 substitutions apart at nanopore rates lie at ~48 edits,
+    the unrelated pairs at ~78, and halfway to those the rescue moved the reads of
+    strands read once or twice to their partners' clusters.
+    """
+    _, trough, _ = _population_end(hist, peak, unrelated)
+    if trough is None:
+        return None
+    smooth = _smoothed_near(hist, peak)
+    summit = trough + 1
+    while summit + 1 < unrelated and smooth[summit + 1] >= smooth[summit]:
+        summit += 1
+    falls = smooth[summit:unrelated].min() <= DIP_FRACTION * smooth[summit]
+    return trough if falls else None
 
 
 def _one_population(hist: np.ndarray, peak: int, fallback: Threshold) -> Threshold:
@@ -314,15 +398,12 @@ def _one_population(hist: np.ndarray, peak: int, fallback: Threshold) -> Thresho
     reads into 5 clusters, although the sample measured its one population well. Two
     populations that overlap too much to cut reach past the fallback, which stays.
     """
-    tail = tail_points(hist)
-    if tail is None:
-        return fallback
-    cut = int(math.floor(tail[1] + TAIL_DECADES * (tail[1] - tail[0])))
-    if cut >= fallback.max_dist:
+    cut, rule, tail, trough = _same_strand_cut(hist, peak, len(hist))
+    if cut is None or cut >= fallback.max_dist:
         return fallback
     return Threshold(cut, "data", same_peak=peak, pairs=fallback.pairs,
-                     reference_length=fallback.reference_length, tail=tail, rule="tail",
-                     data_cut=cut)
+                     reference_length=fallback.reference_length, tail=tail, rule=rule,
+                     data_cut=cut, related_trough=trough)
 
 
 def _two_peaks(hist: np.ndarray, smooth: np.ndarray, farthest_same: float
@@ -369,24 +450,49 @@ def _tallest_after(smooth: np.ndarray, split: int) -> int:
     return split + 1 + int(np.argmax(smooth[split + 1 :])) if split + 1 < len(smooth) else -1
 
 
-def _population_end(smooth: np.ndarray, peak: int, limit: int) -> int:
-    """Where the same-strand population ends: the lowest point before the next population.
+def _population_end(hist: np.ndarray, peak: int, limit: int
+                    ) -> tuple[int, int | None, int | None]:
+    """Where the same-strand population ends (the lowest point before the next population),
+    the bin before the middle of the trough between them, and the next population's summit
+    up to ``limit`` (None, None: no next population before ``limit``).
 
-    The next population (related designs, say) starts where the smoothed histogram,
-    once below TROUGH_FRACTION of the peak, rises again to BUMP_FRACTION of it and to
-    twice its lowest point since: a few stray pairs in the gap are not a population.
-    Without one before ``limit``, the lowest point up to ``limit``.
+    The next population (related designs, say) starts where the histogram, once at most
+    DIP_FRACTION of the peak, rises again to BUMP_FRACTION of it and to twice its lowest
+    point since: a few stray pairs in the gap are not a population. The histogram is
+    smoothed over at most half the peak's distance (:func:`_smoothed_near`): at low error
+    rates the same-strand peak lies 2-4 edits from zero and partners 8 substitutions
+    apart 8 edits beyond it, which a 5-edit smoothing blurs into one population (a cut
+    of 18 that merged every pair of partners). Without a next population, the lowest
+    point up to ``limit``.
     """
+    smooth = _smoothed_near(hist, peak)
     height = float(smooth[peak])
-    lowest, dropped, end = np.inf, False, limit
+    lowest, rise = np.inf, None
     for i in range(peak + 1, min(limit, len(smooth))):
-        dropped = dropped or smooth[i] <= TROUGH_FRACTION * height
-        if dropped and smooth[i] >= BUMP_FRACTION * height and smooth[i] > 2 * lowest:
-            end = i
+        if (lowest <= DIP_FRACTION * height and smooth[i] >= BUMP_FRACTION * height
+                and smooth[i] > 2 * lowest):
+            rise = i
             break
-        if dropped:
-            lowest = min(lowest, float(smooth[i]))
-    return peak + int(np.argmin(smooth[peak : end + 1]))
+        lowest = min(lowest, float(smooth[i]))
+    end = limit if rise is None else rise
+    low = peak + int(np.argmin(smooth[peak : end + 1]))
+    if rise is None:
+        return low, None, None
+    summit = rise + int(np.argmax(smooth[rise:limit]))
+    # The trough's floor: the bins within a tenth of the rise above its lowest point. The
+    # cut stops one bin short of its middle: where the populations overlap, pairs at the
+    # floor are of both, and one related pair within the cut joins two strands, while a
+    # same-strand pair beyond it costs nothing if its read has another within the cut.
+    floor = float(smooth[low])
+    start, stop = _longest_run(smooth[low:rise] <= floor + 0.1 * (smooth[rise] - floor))
+    return low, low + (start + stop) // 2 - 1, summit
+
+
+def _smoothed_near(hist: np.ndarray, peak: int) -> np.ndarray:
+    """``hist`` smoothed over SMOOTH bins, or fewer (odd, at most half ``peak``)."""
+    width = max(1, min(SMOOTH, (peak // 2) - (1 - (peak // 2) % 2)))
+    kernel = np.ones(width) / width
+    return np.convolve(np.pad(hist, width), kernel, mode="same")[width:-width]
 
 
 def tail_points(hist: np.ndarray) -> tuple[float, float] | None:

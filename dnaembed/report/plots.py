@@ -66,7 +66,8 @@ def distance_histogram_figure(threshold: Mapping[str, object]) -> Figure:
     ax.axvline(threshold["max_dist"], color="#c0392b", linewidth=2,
                label=f"cut: {threshold['max_dist']} edits ({threshold['source']})")
     for key, name, colour in (("same_peak", "same-strand peak", "#27ae60"),
-                              ("unrelated_peak", "unrelated peak", "#8e44ad")):
+                              ("unrelated_peak", "unrelated peak", "#8e44ad"),
+                              ("related_trough", "related designs beyond", "#e67e22")):
         if threshold.get(key) is not None:
             ax.axvline(threshold[key], color=colour, linestyle="--",
                        label=f"{name}: {threshold[key]}")

@@ -85,6 +85,7 @@ def threshold_summary(threshold: Threshold | None, histogram: Sequence[int] | No
         "max_dist": threshold.max_dist, "source": threshold.source,
         "rate": threshold.rate, "reference_length": threshold.reference_length,
         "same_peak": threshold.same_peak, "unrelated_peak": threshold.unrelated_peak,
+        "rule": threshold.rule, "related_trough": threshold.related_trough,
         "pairs": threshold.pairs,
         "histogram": [int(x) for x in histogram] if histogram is not None else None,
     }
