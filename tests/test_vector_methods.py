@@ -188,6 +188,16 @@ def test_kmeans_estimates_k_and_refines_exactly(model):
     assert np.array_equal(again.labels, refined.labels)
 
 
+def test_kmeans_estimates_k_of_strands_read_more_often_than_its_lists_are_long(model):
+    # 40 reads a strand, lists of 16: every read's candidates were all verified and the
+    # estimate counted clusters of ~17 (k = 532 for 300 strands, A_0.9 0.47). Reads whose
+    # lists are full are searched again with longer lists.
+    sim = simulated("nanopore", 50, coverage=40, seed=6)
+    est = cluster_reads(sim.seqs, model, method="kmeans")
+    assert 50 <= est.stats["k"] <= 53, est.stats["k"]
+    assert scores(sim, est.labels)["A_0.9"] >= 0.95
+
+
 def reference_lloyd(x, w, graph, seeds, niter):
     """Lloyd on the graph, everything recomputed each iteration (float64, one read at a time)."""
     x64 = x.astype(np.float64)

@@ -321,8 +321,10 @@ class Clusterer:
             )
         return data.neighbours
 
-    def _search_rows(self, data: FitData, rows: np.ndarray) -> tuple[Neighbours, Neighbours | None]:
-        """Neighbours of a few rows only (self included in the forward list).
+    def _search_rows(self, data: FitData, rows: np.ndarray, k: int | None = None
+                     ) -> tuple[Neighbours, Neighbours | None]:
+        """Neighbours of a few rows only (self included in the forward list), ``k`` of them
+        (default: the clusterer's).
 
         Uses the index when there is one, else searches exactly: for a sample
         that costs less than building a graph index over all reads.
@@ -330,7 +332,7 @@ class Clusterer:
         if data.index is None and "exact" not in data.cache:
             data.cache["exact"] = NeighbourIndex(data.forward, kind="exact")
         index = data.index if data.index is not None else data.cache["exact"]
-        k = self._k(data)
+        k = self._k(data) if k is None else k
         start = time.perf_counter()
         found = index.search(data.forward[rows], k + 1)
         self._add_time("search", start)
