@@ -43,7 +43,9 @@ trace-reconstruction algorithms used in DNA storage:
    clusters (substitutions, insertions, run-length changes), an error at a
    low-quality base (FASTQ) costs less, and each base of the strand costs
    log 4 (a uniform prior). Clusters of one read are never polished; of two
-   only with base qualities (otherwise every edit ties).
+   only with base qualities (otherwise every edit ties); nor strands longer
+   than :data:`~dnaembed.consensus.polish.POLISH_MAX_LENGTH` (its cost grows as
+   the cube of the length).
    Steps 3-4 repeat until no estimate changes (at most ``max_iterations``);
    only the clusters that changed are aligned again. All clusters of a chunk
    are voted on together with numpy; alignments are C calls (python-Levenshtein,

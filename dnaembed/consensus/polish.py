@@ -36,6 +36,10 @@ CONTEST = 0.25
 
 #: Polishing weighs an edit on at most this many of a cluster's reads (evenly spaced).
 POLISH_READS = 48
+#: Estimates longer than this are not polished. Each trial edit aligns every read to the
+#: whole strand again, and a long noisy strand has an edit to try every few bases: three
+#: nanopore reads of 50 kb ran for hours (~9,000 trials of alignments of 50 kb each).
+POLISH_MAX_LENGTH = 2_000
 
 
 #: Quality adjustments of an edit's cost are capped at +-QUAL_CAP.
@@ -241,7 +245,8 @@ def polish_estimates(
     they were. Edits are tried from the end of the strand to its start, each
     kept when the reads' total cost goes down. Clusters of fewer than three
     reads are not polished (every edit would tie), of two only with base
-    qualities (the lower-quality base gives). Returns cluster -> new estimate.
+    qualities (the lower-quality base gives), nor estimates longer than
+    :data:`POLISH_MAX_LENGTH`. Returns cluster -> new estimate.
     """
     if len(settled) == 0:
         return {}
@@ -253,6 +258,8 @@ def polish_estimates(
     changed = {}
     for k, edits in cands.items():
         c = int(active[k])
+        if len(estimates[c]) > POLISH_MAX_LENGTH:
+            continue
         voters = votes.reads_of(k)
         if len(voters) > POLISH_READS:
             # Enough to weigh an edit; keeps a 400-read cluster from costing 40 small ones.
