@@ -9,7 +9,8 @@ A_0.8 / A_0.9 / A_1.0, ARI, NMI, clusters, wall time split into stages
 on request, the real ldpc-exp7 set (``--real``), related design pools
 (``--related``: ``related-partners``, 2,000 designs of 110 nt, 30% of them in
 pairs shifted by 14 nt, and ``related-windows``, 2,000 overlapping windows 14 nt
-apart; nanopore, coverage 27) and a scaling series
+apart, nanopore, coverage 27; and 2,000 designs of 150 nt in partners 6-40
+substitutions apart, :data:`RELATED_SETS`) and a scaling series
 (``--scaling 10000,100000,1000000`` reads; graph, ``--strand plus`` and
 ``both``; ``--scaling-strands plus`` for one).
 
@@ -91,12 +92,24 @@ def use_code(directory: str) -> None:
     sys.path.insert(0, str(Path(directory).resolve()))
 
 
-#: The related pools of ``--related`` (issue 15): name -> RelatedDesigns options.
+#: The related pools of ``--related``: name -> (preset, designs, length, mean coverage,
+#: RelatedDesigns options). Issue 15's two; then partners a few substitutions apart, whose
+#: pairs overlap the same-strand ones' tail (fifty-sixth session): at illumina-array rates,
+#: at illumina rates read 20 times (most reads exact copies), at nanopore rates 20 and 40
+#: apart (the 40 beyond the valley, where the rescue's bound reached them).
 RELATED_SETS = {
-    "related-partners": {"partner_fraction": 0.3, "partner_shift": 14},
-    "related-windows": {"window_shift": 14},
+    "related-partners": ("nanopore", 2000, 110, 27.0,
+                         {"partner_fraction": 0.3, "partner_shift": 14}),
+    "related-windows": ("nanopore", 2000, 110, 27.0, {"window_shift": 14}),
+    "partners-8-illumina-array": ("illumina-array", 2000, 150, 10.0,
+                                  {"partner_fraction": 1.0, "partner_edits": 8}),
+    "partners-6-illumina-x20": ("illumina", 2000, 150, 20.0,
+                                {"partner_fraction": 1.0, "partner_edits": 6}),
+    "partners-20-nanopore": ("nanopore", 2000, 150, 10.0,
+                             {"partner_fraction": 1.0, "partner_edits": 20}),
+    "partners-40-nanopore": ("nanopore", 2000, 150, 10.0,
+                             {"partner_fraction": 1.0, "partner_edits": 40}),
 }
-RELATED_STRANDS, RELATED_LENGTH, RELATED_COVERAGE = 2000, 110, 27.0
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -306,11 +319,11 @@ def main() -> None:
         for method in methods:
             record(name, method, args.strand, Path(f"{prefix}.fastq.gz"),
                    Path(f"{prefix}.truth.tsv"))
-    for name, related in (RELATED_SETS.items() if args.related else ()):
+    for name, (preset, strands, length, coverage, related) in (
+            RELATED_SETS.items() if args.related else ()):
         prefix = workdir / name
         if not Path(f"{prefix}.fastq.gz").exists():
-            simulate_set(prefix, "nanopore", RELATED_STRANDS, RELATED_LENGTH, RELATED_COVERAGE,
-                         False, args.seed, related)
+            simulate_set(prefix, preset, strands, length, coverage, False, args.seed, related)
         for method in methods:
             record(name, method, args.strand, Path(f"{prefix}.fastq.gz"),
                    Path(f"{prefix}.truth.tsv"))
