@@ -260,7 +260,6 @@ def test_few_strands_read_many_times_keep_their_partners_apart(tmp_path):
 @pytest.mark.parametrize(("preset", "edits", "strands", "seed", "before"), [
     ("illumina-array", "8", "300", "0", 0.01),  # the tail measured over both: cut 18
     ("nanopore", "20", "400", "1", 0.01),  # the same, and the trough's bin within the cut
-    ("nanopore", "40", "400", "1", 0.92),  # the rescue moved strands read once to partners
 ])
 def test_partners_close_to_the_same_strand_pairs_stay_apart(tmp_path, preset, edits,
                                                             strands, seed, before):

@@ -26,11 +26,14 @@ own side, below its peak, where no other population reaches:
    that bound that a valley separates from it, and without one the fallback
    applies;
 3. the same-strand population: every pair up to the lowest point of the
-   histogram before the next population (related designs, say: where the
-   histogram, once at most half the peak, rises again to 3% of it and to twice
-   its lowest point since; smoothed here over at most half the peak's
-   distance, as at low error rates the same-strand peak lies 2-4 edits from
-   zero), else up to the lowest point before the valley rule's cut of step 5;
+   histogram before the next population, else up to the lowest point before
+   the valley rule's cut of step 5. The next population (related designs) is
+   sought among pairs of equal lengths (a pair of a read and one that lost a
+   few bases lies as far apart as the bases lost): where their histogram, once
+   at most half the peak, rises again to 3% of it and to twice its lowest point
+   since, by more than 4 standard deviations (a small sample's noise is no
+   population); smoothed over at most half the peak's distance, as at low
+   error rates the same-strand peak lies 2-4 edits from zero;
 4. its upper tail, measured: ``x10`` and ``x1``, the distances that 10% and 1%
    of those pairs exceed. The cut is ``x1 + TAIL_DECADES * (x1 - x10)``: the
    tail extrapolated as exponential (each further tenth of the pairs as many
@@ -109,6 +112,11 @@ MIN_TAIL_PAIRS = 500
 TROUGH_FRACTION = 0.05
 BUMP_FRACTION = 0.03
 DIP_FRACTION = 0.5
+#: A related population rises above its trough by more than this many standard deviations.
+SIGNIFICANCE = 4.0
+#: Pairs whose lengths differ by at most this fraction of the reference (or 2 nt) are of
+#: equal lengths: indels alone, no lost ends.
+EQUAL_LENGTHS = 0.02
 
 
 @dataclass
@@ -159,7 +167,11 @@ class Threshold:
         keeps alignments clearly below what other strands' reads reach. A related
         design is the runner-up by a wide margin when its partner has one or two
         reads: halfway to the unrelated peak, the rescue moved such reads to their
-        partner's cluster. Without either (fallback), the cut's own rate.
+        partner's cluster. Only related designs found below the valley count: a
+        population between it and the unrelated peak (reads sharing primers in a
+        real run's first 10,000-50,000 reads, at ~30 edits) halved the bound, and
+        truncated reads lost their rescue (A_0.9 0.98 to 0.88). Without either
+        (fallback), the cut's own rate.
         """
         beyond = [p for p in (self.related_trough, self.unrelated_peak) if p is not None]
         if not beyond or min(beyond) <= self.max_dist or self.reference_length <= 0:
@@ -264,10 +276,19 @@ def sample_threshold(distances: np.ndarray, shorter: np.ndarray, longer: np.ndar
     typical = (shorter >= FULL_LENGTH_FRACTION * median_length) & (
         longer <= median_length / FULL_LENGTH_FRACTION)
     use = typical if typical.sum() >= 100 else np.ones(len(distances), dtype=bool)
-    est = estimate_threshold(distances[use], median_length, longer[use])
+    est = estimate_threshold(distances[use], median_length, longer[use], shorter[use])
     if user_value is not None:
         est = dataclasses.replace(est, max_dist=int(user_value), source="user")
     return est, use
+
+
+def _equal_lengths(longer: np.ndarray | None, shorter: np.ndarray | None, reference: float,
+                   n: int) -> np.ndarray:
+    """Which pairs are of equal lengths (every pair, without both lengths)."""
+    if longer is None or shorter is None:
+        return np.ones(n, dtype=bool)
+    gap = np.asarray(longer, dtype=np.float64) - np.asarray(shorter, dtype=np.float64)
+    return gap <= max(2.0, EQUAL_LENGTHS * reference)
 
 
 def fallback_threshold(median_length: float) -> int:
@@ -276,46 +297,50 @@ def fallback_threshold(median_length: float) -> int:
 
 
 def estimate_threshold(distances: np.ndarray, median_length: float,
-                       longer: np.ndarray | None = None) -> Threshold:
+                       longer: np.ndarray | None = None,
+                       shorter: np.ndarray | None = None) -> Threshold:
     """Choose the cut from exact distances of sampled candidate pairs.
 
     ``median_length``: the median read length of the input (the reference
     length, and the base of the fallback). ``longer``: the longer read's
     length of each pair, to express the distances as rates per base (default:
-    every pair at the reference length).
+    every pair at the reference length). ``shorter``: the shorter read's length,
+    to look for related designs among pairs of equal lengths only
+    (:func:`_equal_lengths`; default: among all pairs).
     """
     ref = float(median_length)
     d = np.asarray(distances, dtype=np.float64)
     if longer is not None and ref > 0:
         d = d * ref / np.maximum(np.asarray(longer, dtype=np.float64), 1.0)
     d = np.rint(d).astype(np.int64)
+    equal = _equal_lengths(longer, shorter, ref, len(d))
     if ref > 0:
+        equal = equal[d <= ref]
         d = d[d <= ref]  # farther apart than a read is long: an outlier pair
     fallback = Threshold(fallback_threshold(median_length), "fallback", pairs=len(d),
                          reference_length=ref)
     if len(d) < MIN_PAIRS:
         return fallback
     hist = np.bincount(d).astype(np.float64)
-    kernel = np.ones(SMOOTH) / SMOOTH
-    smooth = np.convolve(np.pad(hist, SMOOTH), kernel, mode="same")[SMOOTH:-SMOOTH]
+    like = np.bincount(d[equal], minlength=len(hist)).astype(np.float64)
+    hists = (hist, like if like.sum() >= MIN_TAIL_PAIRS else None)
+    smooth = _smoothed(hist, SMOOTH)
     peaks = _two_peaks(hist, smooth, FALLBACK_FRACTION * ref if ref > 0 else math.inf)
     if peaks is None:
         return dataclasses.replace(fallback, why=_NO_SAME_STRAND_PEAK)
     low_peak, high_peak = peaks
     if high_peak < 0 or high_peak - low_peak < 3:
-        return _one_population(hist, low_peak, fallback)
+        return _one_population(hists, low_peak, fallback)
     between = smooth[low_peak : high_peak + 1]
     floor = float(between.min())
     smaller_peak = min(smooth[low_peak], smooth[high_peak])
     if floor > 0.5 * smaller_peak:
         # No real valley: one broad population, or two that overlap too much to cut.
-        return _one_population(hist, low_peak, fallback)
+        return _one_population(hists, low_peak, fallback)
     start, end = _longest_run(between <= floor + 0.1 * (smaller_peak - floor))
     valley = low_peak + int(math.floor((start + end) / 2))
     # The same-strand population ends at the first lowest point before the valley's cut.
-    cut, rule, tail, trough = _same_strand_cut(hist, low_peak, valley)
-    if trough is None:
-        trough = _related_beyond_valley(hist, low_peak, high_peak)
+    cut, rule, tail, trough = _same_strand_cut(hists, low_peak, valley)
     if cut is None or cut >= valley:
         cut, rule = valley, "valley"
     return Threshold(
@@ -325,23 +350,27 @@ def estimate_threshold(distances: np.ndarray, median_length: float,
     )
 
 
-def _same_strand_cut(hist: np.ndarray, peak: int, limit: int
+def _same_strand_cut(hists: tuple[np.ndarray, np.ndarray | None], peak: int, limit: int
                      ) -> tuple[int | None, str, tuple[float, float] | None, int | None]:
     """The same-strand population's cut (None: too few pairs to measure its tail), the rule
     that chose it ("tail", "trough" or "related"), its tail points (:func:`tail_points`),
-    and the trough before a related population (None: none before ``limit``).
+    and the trough before a related population (None: none before ``limit``, or too few
+    same-strand pairs to tell).
 
-    The cut is the tail extrapolated (module notes, step 4), never past that trough, nor
-    past the related population's own lower tail. Where the two overlap, the tail
-    measured up to the trough still reaches into the related pairs, and a related pair
-    within the cut joins two strands (one of them read once or twice, too few for the
-    split check to undo), while a same-strand pair beyond it costs nothing if its read
-    has another within the cut.
+    ``hists``: the sample's histogram, and that of its pairs of equal lengths (None: too
+    few), where related designs are looked for (:func:`_population_end`). The cut is the
+    tail extrapolated (module notes, step 4), never past that trough, nor past the
+    related population's own lower tail. Where the two overlap, the tail measured up to
+    the trough still reaches into the related pairs, and a related pair within the cut
+    joins two strands (one of them read once or twice, too few for the split check to
+    undo), while a same-strand pair beyond it costs nothing if its read has another
+    within the cut.
     """
-    low, trough, summit = _population_end(hist, peak, limit)
+    hist = hists[0]
+    low, trough, summit = _population_end(hists, peak, limit)
     tail = tail_points(hist[: low + 1])
     if tail is None:
-        return None, "", None, trough
+        return None, "", None, None
     cut = int(math.floor(tail[1] + TAIL_DECADES * (tail[1] - tail[0])))
     if trough is None:
         return cut, "tail", tail, None
@@ -366,27 +395,8 @@ def _related_lower_tail(same: np.ndarray, shift: int) -> int:
     return int(math.floor(x1 - TAIL_DECADES * (x10 - x1))) + shift
 
 
-def _related_beyond_valley(hist: np.ndarray, peak: int, unrelated: int) -> int | None:
-    """The trough before a population of related designs past the valley's cut (None:
-    none): one that rises after the same-strand population and falls again, to
-    DIP_FRACTION of its first summit, before the unrelated peak (whose own rising side
-    does not). The cut does not need it; the rescue's bound does (:attr:`Threshold.
-    rescue_rate`): partners 40 substitutions apart at nanopore rates lie at ~48 edits,
-    the unrelated pairs at ~78, and halfway to those the rescue moved the reads of
-    strands read once or twice to their partners' clusters.
-    """
-    _, trough, _ = _population_end(hist, peak, unrelated)
-    if trough is None:
-        return None
-    smooth = _smoothed_near(hist, peak)
-    summit = trough + 1
-    while summit + 1 < unrelated and smooth[summit + 1] >= smooth[summit]:
-        summit += 1
-    falls = smooth[summit:unrelated].min() <= DIP_FRACTION * smooth[summit]
-    return trough if falls else None
-
-
-def _one_population(hist: np.ndarray, peak: int, fallback: Threshold) -> Threshold:
+def _one_population(hists: tuple[np.ndarray, np.ndarray | None], peak: int,
+                    fallback: Threshold) -> Threshold:
     """The cut of a sample with no gap to a second population and a plausible same-strand
     peak (within the fallback's bound, :func:`_two_peaks`): its upper tail, as
     :func:`estimate_threshold` measures the same-strand tail, where that lies below the
@@ -398,7 +408,7 @@ def _one_population(hist: np.ndarray, peak: int, fallback: Threshold) -> Thresho
     reads into 5 clusters, although the sample measured its one population well. Two
     populations that overlap too much to cut reach past the fallback, which stays.
     """
-    cut, rule, tail, trough = _same_strand_cut(hist, peak, len(hist))
+    cut, rule, tail, trough = _same_strand_cut(hists, peak, len(hists[0]))
     if cut is None or cut >= fallback.max_dist:
         return fallback
     return Threshold(cut, "data", same_peak=peak, pairs=fallback.pairs,
@@ -450,34 +460,32 @@ def _tallest_after(smooth: np.ndarray, split: int) -> int:
     return split + 1 + int(np.argmax(smooth[split + 1 :])) if split + 1 < len(smooth) else -1
 
 
-def _population_end(hist: np.ndarray, peak: int, limit: int
+def _population_end(hists: tuple[np.ndarray, np.ndarray | None], peak: int, limit: int
                     ) -> tuple[int, int | None, int | None]:
     """Where the same-strand population ends (the lowest point before the next population),
     the bin before the middle of the trough between them, and the next population's summit
     up to ``limit`` (None, None: no next population before ``limit``).
 
-    The next population (related designs, say) starts where the histogram, once at most
-    DIP_FRACTION of the peak, rises again to BUMP_FRACTION of it and to twice its lowest
-    point since: a few stray pairs in the gap are not a population. The histogram is
-    smoothed over at most half the peak's distance (:func:`_smoothed_near`): at low error
-    rates the same-strand peak lies 2-4 edits from zero and partners 8 substitutions
-    apart 8 edits beyond it, which a 5-edit smoothing blurs into one population (a cut
-    of 18 that merged every pair of partners). Without a next population, the lowest
-    point up to ``limit``.
+    The next population (related designs) is looked for among the pairs of equal lengths
+    (``hists[1]``; without them, none is): pairs of a read and one that lost its last few
+    bases lie as far apart as the bases lost, a population of their own at low error
+    rates, which is no design. It starts where the histogram, once at most DIP_FRACTION
+    of the peak, rises again to BUMP_FRACTION of it and to twice its lowest point since,
+    by more than SIGNIFICANCE standard deviations of the counts (Poisson): a few stray
+    pairs in the gap, or the noise of a small sample, are not a population. The
+    histogram is smoothed over at most half the peak's distance (:func:`_smoothed_near`):
+    at low error rates the same-strand peak lies 2-4 edits from zero and partners 8
+    substitutions apart 8 edits beyond it, which a 5-edit smoothing blurs into one
+    population (a cut of 18 that merged every pair of partners). Without a next
+    population, the lowest point of the whole sample's histogram up to ``limit``.
     """
-    smooth = _smoothed_near(hist, peak)
-    height = float(smooth[peak])
-    lowest, rise = np.inf, None
-    for i in range(peak + 1, min(limit, len(smooth))):
-        if (lowest <= DIP_FRACTION * height and smooth[i] >= BUMP_FRACTION * height
-                and smooth[i] > 2 * lowest):
-            rise = i
-            break
-        lowest = min(lowest, float(smooth[i]))
-    end = limit if rise is None else rise
-    low = peak + int(np.argmin(smooth[peak : end + 1]))
+    hist, like = hists
+    rise = None if like is None else _rise(like, peak, limit)
     if rise is None:
-        return low, None, None
+        smooth = _smoothed(hist, SMOOTH)
+        return peak + int(np.argmin(smooth[peak : limit + 1])), None, None
+    smooth = _smoothed_near(like, peak)
+    low = peak + int(np.argmin(smooth[peak : rise + 1]))
     summit = rise + int(np.argmax(smooth[rise:limit]))
     # The trough's floor: the bins within a tenth of the rise above its lowest point. The
     # cut stops one bin short of its middle: where the populations overlap, pairs at the
@@ -488,9 +496,34 @@ def _population_end(hist: np.ndarray, peak: int, limit: int
     return low, low + (start + stop) // 2 - 1, summit
 
 
+def _rise(hist: np.ndarray, peak: int, limit: int) -> int | None:
+    """Where a population after the one at ``peak`` starts (see :func:`_population_end`)."""
+    width = _smoothing_width(peak)
+    smooth = _smoothed_near(hist, peak)
+    height = float(smooth[peak])
+    lowest = np.inf
+    for i in range(peak + 1, min(limit, len(smooth))):
+        level = float(smooth[i])
+        if (lowest <= DIP_FRACTION * height and level >= BUMP_FRACTION * height
+                and level > 2 * lowest
+                and (level - lowest) * width > SIGNIFICANCE * math.sqrt((level + lowest) * width)):
+            return i
+        lowest = min(lowest, level)
+    return None
+
+
+def _smoothing_width(peak: int) -> int:
+    """SMOOTH bins, or fewer: odd, at most half ``peak``."""
+    return max(1, min(SMOOTH, (peak // 2) - (1 - (peak // 2) % 2)))
+
+
 def _smoothed_near(hist: np.ndarray, peak: int) -> np.ndarray:
-    """``hist`` smoothed over SMOOTH bins, or fewer (odd, at most half ``peak``)."""
-    width = max(1, min(SMOOTH, (peak // 2) - (1 - (peak // 2) % 2)))
+    """``hist`` smoothed over :func:`_smoothing_width` bins."""
+    return _smoothed(hist, _smoothing_width(peak))
+
+
+def _smoothed(hist: np.ndarray, width: int) -> np.ndarray:
+    """``hist`` averaged over ``width`` bins around each."""
     kernel = np.ones(width) / width
     return np.convolve(np.pad(hist, width), kernel, mode="same")[width:-width]
 
