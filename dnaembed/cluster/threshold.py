@@ -107,11 +107,10 @@ SMOOTH = 5
 TAIL_DECADES = 1.0
 #: Fewer same-strand pairs than this: the tail is not measured (the valley rule decides).
 MIN_TAIL_PAIRS = 500
-#: A trough that ends the same-strand population lies below this fraction of its peak,
+#: A trough that ends the same-strand population lies at most DIP_FRACTION of its peak,
 #: and a population after it rises to at least BUMP_FRACTION of the peak.
-TROUGH_FRACTION = 0.05
-BUMP_FRACTION = 0.03
 DIP_FRACTION = 0.5
+BUMP_FRACTION = 0.03
 #: A related population rises above its trough by more than this many standard deviations.
 SIGNIFICANCE = 4.0
 #: Pairs whose lengths differ by at most this fraction of the reference (or 2 nt) are of
@@ -168,9 +167,9 @@ class Threshold:
         design is the runner-up by a wide margin when its partner has one or two
         reads: halfway to the unrelated peak, the rescue moved such reads to their
         partner's cluster. Only related designs found below the valley count: a
-        population between it and the unrelated peak (reads sharing primers in a
-        real run's first 10,000-50,000 reads, at ~30 edits) halved the bound, and
-        truncated reads lost their rescue (A_0.9 0.98 to 0.88). Without either
+        population between it and the unrelated peak (at ~30 edits in a real run's
+        first 10,000-50,000 reads) halved the bound, and truncated reads lost
+        their rescue (A_0.9 0.98 to 0.88). Without either
         (fallback), the cut's own rate.
         """
         beyond = [p for p in (self.related_trough, self.unrelated_peak) if p is not None]
