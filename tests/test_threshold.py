@@ -3,14 +3,8 @@ and to outlier pairs."""
 
 import numpy as np
 
-from dnaembed.cluster.threshold import (
-    MIN_TAIL_PAIRS,
-    TAIL_DECADES,
-    Threshold,
-    estimate_threshold,
-    fallback_threshold,
-    tail_points,
-)
+from dnaembed.cluster.populations import MIN_TAIL_PAIRS, TAIL_DECADES, tail_points
+from dnaembed.cluster.threshold import Threshold, estimate_threshold, fallback_threshold
 from dnaembed.cluster.threshold_sample import SAMPLE_PAIRS
 
 
