@@ -301,7 +301,7 @@ def test_positions_that_every_read_holds_as_n_are_not_confident(tmp_path):
 
 def test_a_cluster_of_long_noisy_reads_is_reconstructed_without_polishing_for_hours(tmp_path):
     # Three nanopore reads of 20 kb: the polish tried each of ~3,600 contested edits by
-    # aligning every read to the whole strand again (10 kb took 88 s, 50 kb hours).
+    # aligning every read to the whole strand again (10 kb took 86 s, 50 kb hours).
     # Strands longer than POLISH_MAX_LENGTH keep the vote's estimate.
     import Levenshtein
 
