@@ -21,6 +21,9 @@ reads), the same for the medoid alone, exact recovery by cluster size, how well
 
     .venv/bin/python scripts/bench_consensus.py                      # everything, truth clusters
     .venv/bin/python scripts/bench_consensus.py --sets nanopore --strands 1000
+    # long strands: polished in windows (the default past 2,000 nt), then on whole alignments
+    .venv/bin/python scripts/bench_consensus.py --sets nanopore --strands 4 --length 5000 \
+        --coverage 3 --dispersion 1000 [--polish-whole-up-to 100000]
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from benchlib import REAL_READS, REAL_REFS, REAL_TRUTH, add_write_docs, finish
 
-from dnaembed.consensus import consensus_strands
+from dnaembed.consensus import consensus_strands, polish
 from dnaembed.evaluate.recovery import match_references, recovery_scores
 from dnaembed.io.sequences import ReadSet, read_sequences
 from dnaembed.io.tables import read_cluster_table, read_table
@@ -240,10 +243,16 @@ def main(argv: list[str] | None = None) -> None:
                    help="Do not tell consensus the strand length.")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--polish-whole-up-to", type=int, metavar="NT",
+                   help="Polish strands of up to NT bases on whole alignments, longer ones "
+                        "in windows (default: the library's, "
+                        f"{polish.POLISH_WHOLE_MAX_LENGTH:,}).")
     p.add_argument("--json", help="Also write the figures here.")
     add_write_docs(p, "Consensus")
     args = p.parse_args(argv)
     configure(quiet=True)
+    if args.polish_whole_up_to is not None:
+        polish.POLISH_WHOLE_MAX_LENGTH = args.polish_whole_up_to
     sets = [s for s in args.sets.split(",") if s]
     if args.clusters not in ("truth", "dnaembed") and len(sets) != 1:
         raise SystemExit("a clusters TSV belongs to one set: pass a single --sets")

@@ -299,10 +299,11 @@ def test_positions_that_every_read_holds_as_n_are_not_confident(tmp_path):
     assert masked in out  # the strand keeps its Ns: the reads said nothing there
 
 
-def test_a_cluster_of_long_noisy_reads_is_reconstructed_without_polishing_for_hours(tmp_path):
-    # Three nanopore reads of 20 kb: the polish tried each of ~3,600 contested edits by
-    # aligning every read to the whole strand again (10 kb took 86 s, 50 kb hours).
-    # Strands longer than POLISH_MAX_LENGTH keep the vote's estimate.
+def test_a_cluster_of_long_noisy_reads_is_polished_in_windows_not_for_hours(tmp_path):
+    # Three nanopore reads of 20 kb: weighing each of ~3,600 contested edits by every
+    # read's alignment to the whole strand took hours at 50 kb (10 kb: 86 s). Long strands
+    # weigh an edit in a window around it: 1.7 s here. Unpolished, this strand ends 308
+    # edits from its design (1.5%); polished, 147.
     import Levenshtein
 
     prefix = tmp_path / "long"
@@ -315,4 +316,4 @@ def test_a_cluster_of_long_noisy_reads_is_reconstructed_without_polishing_for_ho
             timeout=120)
     (strand,) = read_sequences(out).seqs
     (ref,) = read_sequences(f"{prefix}.refs.fasta").seqs
-    assert Levenshtein.distance(strand, ref) < 0.03 * len(ref)
+    assert Levenshtein.distance(strand, ref) < 0.01 * len(ref)

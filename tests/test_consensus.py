@@ -159,6 +159,30 @@ def test_simulated_clusters_are_recovered():
     assert all(o.sequence == o.medoid for o in medoid)
 
 
+def test_long_strands_polished_in_windows_as_well_as_whole(monkeypatch):
+    # Strands past POLISH_WHOLE_MAX_LENGTH weigh a trial edit on a window around it, not
+    # on every read's alignment to the whole strand; truncated reads (aligned as infixes)
+    # included. Unpolished, these strands end ~0.033 edits a base from their designs.
+    from rapidfuzz.distance import Levenshtein
+
+    from dnaembed.consensus import polish
+
+    rng = np.random.default_rng(3)
+    strands = random_strands(2, 2500, rng)
+    sim = simulate_reads(strands, PRESETS["nanopore-hard"], Coverage("fixed", mean=6),
+                         ReadLayout(truncate_fraction=0.4), seed=4)
+
+    def edits() -> int:
+        out = consensus_strands(sim.seqs, sim.strand.tolist())
+        return sum(Levenshtein.distance(o.sequence, strands[int(o.cluster_id)]) for o in out)
+
+    assert polish.POLISH_WHOLE_MAX_LENGTH < 2500
+    windows = edits()
+    monkeypatch.setattr(polish, "POLISH_WHOLE_MAX_LENGTH", 10**6)
+    whole = edits()
+    assert windows <= whole + 2 and windows < 0.015 * 2 * 2500, (windows, whole)
+
+
 def test_same_seed_same_output_whatever_the_processes(monkeypatch):
     rng = np.random.default_rng(10)
     strands = random_strands(30, 120, rng)

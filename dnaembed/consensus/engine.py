@@ -43,9 +43,10 @@ trace-reconstruction algorithms used in DNA storage:
    clusters (substitutions, insertions, run-length changes), an error at a
    low-quality base (FASTQ) costs less, and each base of the strand costs
    log 4 (a uniform prior). Clusters of one read are never polished; of two
-   only with base qualities (otherwise every edit ties); nor strands longer
-   than :data:`~dnaembed.consensus.polish.POLISH_MAX_LENGTH` (its cost grows as
-   the cube of the length).
+   only with base qualities (otherwise every edit ties). Strands longer than
+   :data:`~dnaembed.consensus.polish.POLISH_WHOLE_MAX_LENGTH` weigh an edit on a
+   window around it, not on every read's alignment to the whole strand (whose
+   cost grows as the cube of the length).
    Steps 3-4 repeat until no estimate changes (at most ``max_iterations``);
    only the clusters that changed are aligned again. All clusters of a chunk
    are voted on together with numpy; alignments are C calls (python-Levenshtein,

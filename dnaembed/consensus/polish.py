@@ -36,10 +36,14 @@ CONTEST = 0.25
 
 #: Polishing weighs an edit on at most this many of a cluster's reads (evenly spaced).
 POLISH_READS = 48
-#: Estimates longer than this are not polished. Each trial edit aligns every read to the
-#: whole strand again, and a long noisy strand has an edit to try every few bases: three
-#: nanopore reads of 50 kb ran for hours (~9,000 trials of alignments of 50 kb each).
-POLISH_MAX_LENGTH = 2_000
+#: Estimates longer than this are polished a window at a time. Weighing a trial edit by
+#: every read's alignment to the whole strand costs a long noisy strand the cube of its
+#: length (it has an edit to try every few bases): three nanopore reads of 50 kb ran for
+#: hours (~9,000 trials of alignments of 50 kb each).
+POLISH_WHOLE_MAX_LENGTH = 2_000
+#: A long estimate's trial edit is weighed on this many of its bases either side, against
+#: the part of each read that the read's alignment to the whole strand puts there.
+POLISH_WINDOW = 64
 
 
 #: Quality adjustments of an edit's cost are capped at +-QUAL_CAP.
@@ -98,6 +102,10 @@ class CostModel:
             if total >= limit:
                 return total
         return total
+
+    def cost(self, seq: str, read: str, adjust: list[float] | None) -> float:
+        """The cost of ``read``'s global alignment to ``seq`` (the :data:`_LOG4` a base aside)."""
+        return self._cost(Levenshtein.editops(seq, read), seq, read, adjust, 0)
 
     def _cost(self, ops, seq: str, read: str, adjust: list[float] | None, shift: int) -> float:
         cost = 0.0
@@ -245,8 +253,9 @@ def polish_estimates(
     they were. Edits are tried from the end of the strand to its start, each
     kept when the reads' total cost goes down. Clusters of fewer than three
     reads are not polished (every edit would tie), of two only with base
-    qualities (the lower-quality base gives), nor estimates longer than
-    :data:`POLISH_MAX_LENGTH`. Returns cluster -> new estimate.
+    qualities (the lower-quality base gives). Estimates longer than
+    :data:`POLISH_WHOLE_MAX_LENGTH` weigh each edit in a window around it
+    (:func:`polish_in_windows`). Returns cluster -> new estimate.
     """
     if len(settled) == 0:
         return {}
@@ -258,20 +267,93 @@ def polish_estimates(
     changed = {}
     for k, edits in cands.items():
         c = int(active[k])
-        if len(estimates[c]) > POLISH_MAX_LENGTH:
-            continue
         voters = votes.reads_of(k)
         if len(voters) > POLISH_READS:
             # Enough to weigh an edit; keeps a 400-read cluster from costing 40 small ones.
             voters = voters[:: math.ceil(len(voters) / POLISH_READS)]
         prepared = model.prepare(voters, reads.seqs, reads.quals)
-        seq = estimates[c]
-        best = model.total(seq, prepared)
-        for index, kind, base in edits:
-            trial = apply_edit(seq, index, kind, base)
-            cost = model.total(trial, prepared, limit=best)
-            if cost < best - 1e-9:
-                seq, best = trial, cost
+        long = len(estimates[c]) > POLISH_WHOLE_MAX_LENGTH
+        seq = (polish_in_windows if long else polish_whole)(model, estimates[c], prepared, edits)
         if seq != estimates[c]:
             changed[c] = seq
     return changed
+
+
+def polish_whole(model: CostModel, seq: str, prepared: list, edits: list) -> str:
+    """``seq`` with each of ``edits`` (from its end to its start) that lowers the reads'
+    total cost (:meth:`CostModel.total`) applied."""
+    best = model.total(seq, prepared)
+    for index, kind, base in edits:
+        trial = apply_edit(seq, index, kind, base)
+        cost = model.total(trial, prepared, limit=best)
+        if cost < best - 1e-9:
+            seq, best = trial, cost
+    return seq
+
+
+def polish_in_windows(model: CostModel, seq: str, prepared: list, edits: list) -> str:
+    """:func:`polish_whole` for a long ``seq``: each edit weighed on :data:`POLISH_WINDOW`
+    bases either side of it, each read's part there taken from its alignment to ``seq``.
+
+    An edit moves a read's optimal alignment only near it, so the window's change of
+    cost stands for the whole's (strands of 2.5-10 kb came out with as many errors as the
+    whole polish leaves). A trial costs two alignments of ~2 x POLISH_WINDOW bases a
+    read, not one of the whole strand.
+    """
+    spans = [_read_positions(seq, read, infix) for read, _, infix in prepared]
+    shifts: list[tuple[int, int]] = []  # applied edits (index, length change), last lowest
+    for index, kind, base in edits:
+        change = {"ins": 1, "del": -1}.get(kind, 0)
+        lo, hi = max(0, index - POLISH_WINDOW), min(len(seq), index + POLISH_WINDOW + 1)
+        # The applied edits all lie at or after ``index``: of the window, only its end
+        # has moved since the reads were aligned.
+        moved = sum(d for _, d in _edits_before(shifts, hi))
+        delta = _LOG4 * change + sum(
+            _window_change(model, seq, read, adjust, span, (lo, hi, moved), (index, kind, base))
+            for (read, adjust, _), span in zip(prepared, spans))
+        if delta < -1e-9:
+            seq = apply_edit(seq, index, kind, base)
+            shifts.append((index, change))
+    return seq
+
+
+def _window_change(model: CostModel, seq: str, read: str, adjust: list[float] | None,
+                   span: tuple[int, int, np.ndarray], window: tuple[int, int, int],
+                   edit: tuple[int, str, int]) -> float:
+    """How much one read's cost changes with ``edit``, over ``window`` (start, end, and
+    how far its end has moved since ``span``, the read's place on ``seq``, was found)."""
+    start, end, at = span
+    lo, hi, moved = window
+    index, kind, base = edit
+    left, right = max(lo, start), min(hi - moved, end)  # right: where the read was aligned
+    right_now = right + moved
+    if not left <= index <= right_now or (index == right_now and kind != "ins"):
+        return 0.0  # the read does not cover the edit
+    part = slice(int(at[left]), int(at[right]))
+    here, segment = seq[left:right_now], read[part]
+    weights = adjust[part] if adjust is not None else None
+    trial = apply_edit(here, index - left, kind, base)
+    return model.cost(trial, segment, weights) - model.cost(here, segment, weights)
+
+
+def _edits_before(shifts: list[tuple[int, int]], position: int):
+    """The applied edits (newest last, at falling indexes) that lie before ``position``."""
+    for index, change in reversed(shifts):
+        if index >= position:
+            return
+        yield index, change
+
+
+def _read_positions(seq: str, read: str, infix: bool) -> tuple[int, int, np.ndarray]:
+    """Where a read lies on ``seq`` (start, end) and, for each position of ``seq`` from
+    start to end, the read's position there (by the read's unit-cost alignment)."""
+    start, end = 0, len(seq)
+    if infix:
+        start, last = edlib.align(read, seq, mode="HW", task="locations")["locations"][0]
+        end = last + 1
+    at = np.zeros(len(seq) + 1, dtype=np.int64)
+    for _, i1, i2, j1, j2 in Levenshtein.opcodes(seq[start:end], read):
+        if i2 > i1:
+            at[start + i1 : start + i2] = j1 + np.minimum(np.arange(i2 - i1), j2 - j1)
+    at[end:] = len(read)
+    return start, end, at
