@@ -222,3 +222,37 @@ def test_a_small_sample_shows_no_related_designs_by_chance():
         t = estimate_threshold(d, 145)
         assert t.related_trough is None, (seed, t)
         assert t.rescue_rate * 145 == (t.max_dist + t.unrelated_peak) / 2
+
+
+def test_related_designs_past_the_valley_bound_the_rescue_not_the_cut():
+    # Partners 40 substitutions apart at nanopore rates (the histogram of 2,000 such
+    # designs): same-strand pairs ~16 edits apart, partners' ~49, unrelated ~79. The cut
+    # is below the partners, but the rescue's bound, halfway to the unrelated peak (54),
+    # was past them: reads of strands read once or twice went to their partners' clusters.
+    rng = np.random.default_rng(15)
+    same = rng.poisson(16, 60000)
+    related = rng.normal(49, 3.5, 6000).round()
+    unrelated = rng.normal(79, 4, 60000).round()
+    t = estimate_threshold(np.concatenate([same, related, unrelated]).astype(np.int64), 150)
+    alone = estimate_threshold(np.concatenate([same, unrelated]).astype(np.int64), 150)
+    assert t.rule == alone.rule == "tail" and t.max_dist == alone.max_dist
+    assert alone.related_trough is None and t.related_trough in range(30, 41), t
+    bound = t.rescue_rate * 150
+    assert t.max_dist < bound <= (t.max_dist + t.related_trough) / 2
+    assert (related <= bound).mean() < 0.001
+    assert f"related designs beyond a trough at {t.related_trough} edits" in t.describe()
+
+
+def test_a_flat_floor_before_the_unrelated_peak_is_no_related_population():
+    # A real run (ldpc-exp7): a few pairs at every distance between the same-strand tail
+    # and the unrelated pairs' rising side. Nothing there falls again before the unrelated
+    # peak: the rescue's bound stays halfway to it (the rescue is 0.98 against 0.64 there).
+    rng = np.random.default_rng(16)
+    same = rng.poisson(3, 30000)
+    tail = rng.random(30000) < 0.3
+    same[tail] += rng.geometric(0.25, tail.sum())
+    floor = rng.integers(22, 41, 200)
+    unrelated = rng.normal(52, 3, 200000).round()
+    t = estimate_threshold(np.concatenate([same, floor, unrelated]).astype(np.int64), 149)
+    assert t.related_trough is None and t.rule == "tail", t
+    assert abs(t.rescue_rate * 149 - (t.max_dist + t.unrelated_peak) / 2) < 1e-9

@@ -173,15 +173,61 @@ def _population_end(hists: tuple[np.ndarray, np.ndarray | None], peak: int, limi
     if rise is None:
         whole = smoothed(hist, SMOOTH)
         return peak + int(np.argmin(whole[peak : limit + 1])), None, None
-    low = peak + int(np.argmin(smooth[peak : rise + 1]))
     summit = rise + int(np.argmax(smooth[rise:limit]))
-    # The trough's floor: the bins within a tenth of the rise above its lowest point. The
-    # cut stops one bin short of its middle: where the populations overlap, pairs at the
-    # floor are of both, and one related pair within the cut joins two strands, while a
-    # same-strand pair beyond it costs nothing if its read has another within the cut.
+    return *_trough(smooth, peak, rise), summit
+
+
+def _trough(smooth: np.ndarray, peak: int, rise: int) -> tuple[int, int]:
+    """The lowest point between the population at ``peak`` and the one rising at ``rise``,
+    and the bin before the middle of the trough there.
+
+    The trough's floor: the bins within a tenth of the rise above its lowest point. The
+    cut stops one bin short of its middle: where the populations overlap, pairs at the
+    floor are of both, and one related pair within the cut joins two strands, while a
+    same-strand pair beyond it costs nothing if its read has another within the cut.
+    """
+    low = peak + int(np.argmin(smooth[peak : rise + 1]))
     floor = float(smooth[low])
     start, stop = longest_run(smooth[low:rise] <= floor + 0.1 * (smooth[rise] - floor))
-    return low, low + (start + stop) // 2 - 1, summit
+    return low, low + (start + stop) // 2 - 1
+
+
+def related_past_valley(hists: tuple[np.ndarray, np.ndarray | None], peak: int,
+                        unrelated_peak: int) -> int | None:
+    """The bin before the middle of the trough before a population of related designs
+    that stands apart from both its neighbours, past the valley: None if none does.
+
+    Sought as :func:`_population_end` seeks one below the valley (among the pairs of
+    equal lengths, rising from a dip after the same-strand ``peak``), and kept only if
+    it falls again, before the ``unrelated_peak``, to DIP_FRACTION of its summit, by
+    more than SIGNIFICANCE standard deviations: the rising side of the unrelated
+    population, however it starts, never falls before its peak. Why: partners 40
+    substitutions apart at nanopore rates (same-strand pairs ~16 edits apart at 150 nt,
+    partners' ~49, unrelated ~79) lie past the valley; the cut is below them, but the
+    rescue's bound, halfway to the unrelated peak, reached them and moved the reads of
+    strands read once or twice into their partners' clusters.
+    """
+    if hists[1] is None or unrelated_peak <= peak:
+        return None
+    width = _smoothing_width(peak)
+    smooth = smoothed(hists[1], width)
+    rise = _rise(smooth, width, peak, unrelated_peak)
+    if rise is None or not _falls_again(smooth, width, rise, unrelated_peak):
+        return None
+    return _trough(smooth, peak, rise)[1]
+
+
+def _falls_again(smooth: np.ndarray, width: int, rise: int, limit: int) -> bool:
+    """Whether the population rising at ``rise`` falls to DIP_FRACTION of its summit,
+    significantly, before ``limit``."""
+    top = 0.0
+    for i in range(rise, min(limit, len(smooth))):
+        level = float(smooth[i])
+        top = max(top, level)
+        if (level <= DIP_FRACTION * top
+                and (top - level) * width > SIGNIFICANCE * math.sqrt((top + level) * width)):
+            return True
+    return False
 
 
 def _rise(smooth: np.ndarray, width: int, peak: int, limit: int) -> int | None:

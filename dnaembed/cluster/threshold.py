@@ -53,6 +53,10 @@ own side, below its peak, where no other population reaches:
    their summit: ~1 related pair in 1,000 within the cut), since one related
    pair within the cut joins two strands. The rule is then ``trough`` or
    ``related`` (:func:`~dnaembed.cluster.populations.same_strand_cut`).
+   Related designs past the valley (partners 40 substitutions apart at nanopore
+   rates) leave the cut as it is, but bound the rescue
+   (:attr:`Threshold.rescue_rate`) where they stand apart from the unrelated
+   pairs too (:func:`~dnaembed.cluster.populations.related_past_valley`).
 
 The log line gives the peak, the per-read error rate it shows (half a pair's
 edits per base, ``m / (2 * reference)``), the tail's two points and the cut.
@@ -93,6 +97,7 @@ from dnaembed.cluster.populations import (
     MIN_TAIL_PAIRS,
     SMOOTH,
     longest_run,
+    related_past_valley,
     same_strand_cut,
     smoothed,
     two_peaks,
@@ -162,11 +167,12 @@ class Threshold:
         keeps alignments clearly below what other strands' reads reach. A related
         design is the runner-up by a wide margin when its partner has one or two
         reads: halfway to the unrelated peak, the rescue moved such reads to their
-        partner's cluster. Only related designs found below the valley count: a
-        population between it and the unrelated peak (at ~30 edits in a real run's
-        first 10,000-50,000 reads) halved the bound, and truncated reads lost
-        their rescue (A_0.9 0.98 to 0.88). Without either
-        (fallback), the cut's own rate.
+        partner's cluster. Past the valley, related designs count only where they
+        fall again before the unrelated peak
+        (:func:`~dnaembed.cluster.populations.related_past_valley`): a looser
+        population there (at ~30 edits in a real run's first 10,000-50,000 reads)
+        halved the bound, and truncated reads lost their rescue (A_0.9 0.98 to
+        0.88). Without either (fallback), the cut's own rate.
         """
         beyond = [p for p in (self.related_trough, self.unrelated_peak) if p is not None]
         if not beyond or min(beyond) <= self.max_dist or self.reference_length <= 0:
@@ -310,6 +316,8 @@ def estimate_threshold(distances: np.ndarray, median_length: float,
     cut, rule, tail, trough = same_strand_cut(hists, low_peak, valley)
     if cut is None or cut >= valley:
         cut, rule = valley, "valley"
+    if trough is None and tail is not None:
+        trough = related_past_valley(hists, low_peak, high_peak)
     return Threshold(
         cut, "data", same_peak=low_peak, unrelated_peak=high_peak, pairs=len(d),
         reference_length=ref, tail=tail, valley=valley, rule=rule, data_cut=cut,
