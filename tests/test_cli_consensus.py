@@ -302,8 +302,8 @@ def test_positions_that_every_read_holds_as_n_are_not_confident(tmp_path):
 def test_a_cluster_of_long_noisy_reads_is_polished_in_windows_not_for_hours(tmp_path):
     # Three nanopore reads of 20 kb: weighing each of ~3,600 contested edits by every
     # read's alignment to the whole strand took hours at 50 kb (10 kb: 86 s). Long strands
-    # weigh an edit in a window around it: 1.7 s here. Unpolished, this strand ends 308
-    # edits from its design (1.5%); polished, 147.
+    # weigh an edit in a window around it: 2.0 s here. Unpolished, this strand ends 308
+    # edits from its design (1.5%); polished, 139.
     import Levenshtein
 
     prefix = tmp_path / "long"
