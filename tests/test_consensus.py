@@ -269,6 +269,29 @@ def test_recovery_scores_exact_near_reverse_and_missing():
     assert recovery_scores(refs, [])["exact"] == 0.0
 
 
+def test_recovery_of_long_strands_matches_every_pair_compared():
+    # Candidates past a reference's first (the one sharing the most k-mers) are compared
+    # only up to the largest first distance. Here the first is not always the nearest: a
+    # decoy keeps a reference's first half (many shared k-mers, half its length away),
+    # the true strand has a substitution every 9 bases (few shared 12-mers, 11% away).
+    from rapidfuzz import process
+    from rapidfuzz.distance import Levenshtein
+
+    rng = np.random.default_rng(21)
+    refs = random_strands(3, 3000, rng)
+    spaced = refs[0]
+    for i in range(4, len(spaced), 9):
+        spaced = _sub(spaced, i)
+    decoy = refs[0][:1500] + _strand(1500, seed=22)
+    strands = [decoy, spaced, _del(refs[1], 700), reverse_complement(_sub(refs[2], 5)),
+               _strand(3000, seed=23)]
+    match = match_references(refs, strands)
+    both = strands + [reverse_complement(s) for s in strands]
+    every = process.cdist(refs, both, scorer=Levenshtein.distance)
+    assert match.distance.tolist() == every.min(axis=1).tolist() == [333, 1, 1]
+    assert match.nearest.tolist() == (every.argmin(axis=1) % len(strands)).tolist() == [1, 2, 3]
+
+
 def test_recovery_short_sequences_fall_back_to_exact_search():
     refs = ["ACGTAC", "GGGTTT"]
     match = match_references(refs, ["ACGTAA", "GGGTTT"])
