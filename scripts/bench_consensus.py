@@ -246,12 +246,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--polish-whole-up-to", type=int, metavar="NT",
                    help="Polish strands of up to NT bases on whole alignments, longer ones "
                         "in windows (default: the library's, "
-                        f"{polish.POLISH_WHOLE_MAX_LENGTH:,}).")
+                        f"{polish.POLISH_WHOLE_MAX_LENGTH:,}; one thread only).")
     p.add_argument("--json", help="Also write the figures here.")
     add_write_docs(p, "Consensus")
     args = p.parse_args(argv)
     configure(quiet=True)
     if args.polish_whole_up_to is not None:
+        if args.threads != 1:  # worker processes import the library's own setting
+            p.error("--polish-whole-up-to needs --threads 1")
         polish.POLISH_WHOLE_MAX_LENGTH = args.polish_whole_up_to
     sets = [s for s in args.sets.split(",") if s]
     if args.clusters not in ("truth", "dnaembed") and len(sets) != 1:
